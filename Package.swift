@@ -1,0 +1,74 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Splitfetch",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Splitfetch", targets: ["Splitfetch"]),
+        .library(name: "SegmentPlanning", targets: ["SegmentPlanning"]),
+        .executable(name: "splitfetch", targets: ["splitfetch"]),
+        .executable(name: "sf-testserver", targets: ["sf-testserver"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(name: "SegmentPlanning", swiftSettings: strict),
+        .target(
+            name: "Splitfetch",
+            dependencies: [
+                "CCurl",
+                "SegmentPlanning",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "splitfetch",
+            dependencies: [
+                "Splitfetch",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "TestHTTPServer",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "sf-testserver",
+            dependencies: [
+                "TestHTTPServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "SegmentPlanningTests", dependencies: ["SegmentPlanning"], swiftSettings: strict),
+        .testTarget(
+            name: "SplitfetchTests",
+            dependencies: ["Splitfetch", "TestHTTPServer", "SegmentPlanning"],
+            swiftSettings: strict
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,259 @@
+/// The scheduler's state: which bytes of the file are written, in flight, or still to fetch.
+///
+/// A value type with no I/O and no clock of its own (callers pass `now`), so every decision can be
+/// tested without a network. The engine keeps one in a lock and calls it from the worker tasks
+/// (assignments) and from the transport's write callback (`claim` / `commit`).
+///
+/// Each segment is a half-open range `[start, end)` with two offsets inside it:
+/// `written` (bytes before it are on disk) and `claimed` (bytes before it are on disk or being
+/// written right now). A write callback first *claims* the bytes it is about to write, which clamps
+/// them to the segment's current `end`, then *commits* them after `pwrite` returns. A split moves an
+/// active segment's `end` down to a point at or after `claimed`, so a byte is never written by two
+/// owners and never left without one.
+public struct SegmentTable: Sendable {
+    /// One segment of the file and its progress.
+    public struct Segment: Sendable, Equatable {
+        /// Stable identifier; also the index in ``SegmentTable/segments``.
+        public let id: Int
+        /// First byte of the segment.
+        public let start: Int64
+        /// One past the last byte; lowered when the segment is split.
+        public internal(set) var end: Int64
+        /// Bytes in `[start, written)` are on disk.
+        public internal(set) var written: Int64
+        /// Bytes in `[written, claimed)` are being written now.
+        public internal(set) var claimed: Int64
+        /// The worker fetching this segment, if any.
+        public internal(set) var owner: Int?
+        /// When the current owner took the segment (caller's clock, seconds).
+        var assignedAt: Double = 0
+        /// `claimed` when the current owner took the segment.
+        var offsetAtAssignment: Int64 = 0
+
+        /// Bytes not yet written.
+        public var remaining: Int64 { end - written }
+        /// Whether every byte of the segment is on disk.
+        public var isComplete: Bool { written == end }
+    }
+
+    /// Tuning for splitting in-flight segments.
+    public struct SplitPolicy: Sendable, Equatable {
+        /// The smallest piece handed to an idle worker by a split.
+        public var minimumPiece: Int64
+        /// Split points are rounded up to a multiple of this.
+        public var alignment: Int64
+        /// Estimated cost of starting a new request, in seconds; a split must save more than this.
+        public var requestOverhead: Double
+        /// How long a segment must have run before its rate is trusted, in seconds.
+        public var rateWarmup: Double
+
+        public init(minimumPiece: Int64 = 64 * 1024, alignment: Int64 = 4096,
+                    requestOverhead: Double = 0.05, rateWarmup: Double = 0.5) {
+            precondition(minimumPiece >= 1 && alignment >= 1 && requestOverhead >= 0 && rateWarmup >= 0)
+            self.minimumPiece = minimumPiece
+            self.alignment = alignment
+            self.requestOverhead = requestOverhead
+            self.rateWarmup = rateWarmup
+        }
+    }
+
+    /// What a worker should fetch next.
+    public struct Assignment: Sendable, Equatable {
+        /// The segment the worker now owns.
+        public var segment: Int
+        /// The bytes to request: from the segment's first unwritten byte to its end.
+        public var range: ByteRange
+        /// Whether this assignment came from splitting another worker's segment.
+        public var isSplit: Bool
+    }
+
+    /// The file size.
+    public let size: Int64
+    /// Every segment ever created, indexed by id. Segments are never removed.
+    public private(set) var segments: [Segment]
+    /// The split tuning in force.
+    public var policy: SplitPolicy
+    /// How many splits have been made.
+    public private(set) var splitCount = 0
+
+    /// Creates a table for a fresh download from a plan.
+    ///
+    /// - Precondition: `ranges` cover `[0, size)` exactly, in order.
+    public init(size: Int64, ranges: [ByteRange], policy: SplitPolicy = SplitPolicy()) {
+        self.init(size: size, progress: ranges.map { ($0, $0.lowerBound) }, policy: policy)
+    }
+
+    /// Creates a table from saved progress (a resumed download).
+    ///
+    /// - Parameter progress: each segment's range and its `written` offset, in order, covering
+    ///   `[0, size)` exactly.
+    public init(size: Int64, progress: [(range: ByteRange, written: Int64)], policy: SplitPolicy = SplitPolicy()) {
+        self.size = size
+        self.policy = policy
+        self.segments = progress.enumerated().map { index, item in
+            precondition(item.written >= item.range.lowerBound && item.written <= item.range.upperBound)
+            return Segment(id: index, start: item.range.lowerBound, end: item.range.upperBound,
+                           written: item.written, claimed: item.written, owner: nil)
+        }
+        precondition(invariantViolation() == nil, invariantViolation() ?? "")
+    }
+
+    // MARK: - Queries
+
+    /// Bytes on disk across all segments.
+    public var writtenBytes: Int64 { segments.reduce(0) { $0 + ($1.written - $1.start) } }
+    /// Whether every byte of the file is on disk.
+    public var isComplete: Bool { segments.allSatisfy(\.isComplete) }
+    /// Segments that a worker owns right now.
+    public var activeSegments: [Segment] { segments.filter { $0.owner != nil } }
+
+    /// Describes the first broken invariant, or `nil` when the table is consistent.
+    ///
+    /// Checked: segments tile `[0, size)` without gaps or overlaps (in start order),
+    /// `start <= written <= claimed <= end`, and unowned segments have nothing claimed.
+    public func invariantViolation() -> String? {
+        var cursor: Int64 = 0
+        for segment in segments.sorted(by: { ($0.start, $0.end) < ($1.start, $1.end) }) {
+            if segment.start == segment.end { continue }
+            if segment.start != cursor { return "segment \(segment.id) starts at \(segment.start), expected \(cursor)" }
+            if !(segment.start <= segment.written && segment.written <= segment.claimed && segment.claimed <= segment.end) {
+                return "segment \(segment.id) offsets out of order: start \(segment.start) written \(segment.written) claimed \(segment.claimed) end \(segment.end)"
+            }
+            if segment.owner == nil && segment.claimed != segment.written {
+                return "segment \(segment.id) has claimed bytes but no owner"
+            }
+            cursor = segment.end
+        }
+        if cursor != size { return "segments end at \(cursor), file size is \(size)" }
+        return nil
+    }
+
+    // MARK: - Assignment
+
+    /// Gives an idle worker something to fetch.
+    ///
+    /// An unowned segment with bytes left comes first (lowest offset first). Otherwise the active
+    /// segment expected to finish last is split so that both halves are expected to finish together,
+    /// provided the split saves more than ``SplitPolicy/requestOverhead``.
+    ///
+    /// - Parameters:
+    ///   - worker: the idle worker's identifier.
+    ///   - now: the current time in seconds, from any monotonic clock the caller uses consistently.
+    ///   - workerRate: the idle worker's recent throughput in bytes per second, if known.
+    /// - Returns: the assignment, or `nil` when nothing is worth fetching by this worker.
+    public mutating func assign(worker: Int, now: Double, workerRate: Double? = nil) -> Assignment? {
+        if let index = segments.firstIndex(where: { $0.owner == nil && $0.remaining > 0 }) {
+            take(index, worker: worker, now: now)
+            let segment = segments[index]
+            return Assignment(segment: index, range: ByteRange(segment.written, segment.end), isSplit: false)
+        }
+        return split(for: worker, now: now, workerRate: workerRate)
+    }
+
+    private mutating func take(_ index: Int, worker: Int, now: Double) {
+        segments[index].owner = worker
+        segments[index].assignedAt = now
+        segments[index].offsetAtAssignment = segments[index].claimed
+    }
+
+    /// The observed rate of an active segment, when it has run long enough to trust.
+    func rate(of segment: Segment, now: Double) -> Double? {
+        let elapsed = now - segment.assignedAt
+        guard segment.owner != nil, elapsed >= policy.rateWarmup else { return nil }
+        return Double(segment.claimed - segment.offsetAtAssignment) / elapsed
+    }
+
+    private mutating func split(for worker: Int, now: Double, workerRate: Double?) -> Assignment? {
+        let active = segments.filter { $0.owner != nil && $0.end - $0.claimed >= 2 * policy.minimumPiece }
+        guard !active.isEmpty else { return nil }
+        let rates = active.compactMap { rate(of: $0, now: now) }.filter { $0 > 0 }
+        let typicalRate = rates.isEmpty ? nil : rates.sorted()[rates.count / 2]
+
+        // The segment expected to finish last; by bytes left when rates are not known yet.
+        func expectedSeconds(_ segment: Segment) -> Double {
+            let left = Double(segment.end - segment.claimed)
+            if let r = rate(of: segment, now: now) { return r > 0 ? left / r : .infinity }
+            if let typical = typicalRate { return left / typical }
+            return left  // no rates anywhere: compare by size alone
+        }
+        guard let victim = active.max(by: { expectedSeconds($0) < expectedSeconds($1) }) else { return nil }
+
+        let claimed = victim.claimed
+        let left = victim.end - claimed
+        let ownerRate = rate(of: victim, now: now)
+        let idleRate = workerRate.flatMap { $0 > 0 ? $0 : nil } ?? typicalRate
+
+        var point: Int64
+        if let ro = ownerRate, let ri = idleRate {
+            // Both finish together: (m - c) / ro == (end - m) / ri.
+            let ownerShare = ro <= 0 ? 0 : ro / (ro + ri)
+            point = claimed + Int64(Double(left) * ownerShare)
+            let before = ro > 0 ? Double(left) / ro : .infinity
+            let after = max(Double(point - claimed) / max(ro, 1), Double(victim.end - point) / ri + policy.requestOverhead)
+            guard after < before else { return nil }
+        } else {
+            point = claimed + left / 2
+        }
+        // Align up, keep the new piece at least the minimum.
+        let align = policy.alignment
+        point = ((point + align - 1) / align) * align
+        point = max(point, claimed)
+        if victim.end - point < policy.minimumPiece {
+            point = victim.end - policy.minimumPiece
+            point = (point / align) * align
+            if point < claimed { point = claimed }
+        }
+        guard victim.end - point >= policy.minimumPiece else { return nil }
+
+        let newRange = ByteRange(point, victim.end)
+        segments[victim.id].end = point
+        let id = segments.count
+        segments.append(Segment(id: id, start: newRange.lowerBound, end: newRange.upperBound,
+                                written: newRange.lowerBound, claimed: newRange.lowerBound, owner: nil))
+        take(id, worker: worker, now: now)
+        splitCount += 1
+        return Assignment(segment: id, range: newRange, isSplit: true)
+    }
+
+    // MARK: - The write path
+
+    /// Reserves the next bytes of a segment for writing, clamped to its current end.
+    ///
+    /// - Parameters:
+    ///   - segment: the segment id.
+    ///   - offset: where the bytes go; must equal the segment's `claimed` offset (writes are in order).
+    ///   - count: how many bytes the caller holds.
+    /// - Returns: how many of them to write; fewer than `count` (maybe 0) means the segment was
+    ///   split and the caller must stop after writing that many.
+    public mutating func claim(segment: Int, offset: Int64, count: Int64) -> Int64 {
+        let s = segments[segment]
+        precondition(offset == s.claimed, "out-of-order write at \(offset) to segment \(segment) claimed to \(s.claimed)")
+        let allowed = max(0, min(count, s.end - s.claimed))
+        segments[segment].claimed += allowed
+        return allowed
+    }
+
+    /// Records that claimed bytes are on disk, through `offset`.
+    public mutating func commit(segment: Int, through offset: Int64) {
+        precondition(offset >= segments[segment].written && offset <= segments[segment].claimed)
+        segments[segment].written = offset
+    }
+
+    /// Gives back claimed but unwritten bytes (a failed write).
+    public mutating func unclaim(segment: Int) {
+        segments[segment].claimed = segments[segment].written
+    }
+
+    /// Ends a worker's ownership of a segment; bytes left become available to any worker.
+    public mutating func release(segment: Int) {
+        segments[segment].claimed = segments[segment].written
+        segments[segment].owner = nil
+    }
+
+    /// The written offset of every segment, for a checkpoint.
+    public func progressSnapshot() -> [(range: ByteRange, written: Int64)] {
+        segments.filter { $0.start < $0.end }
+            .sorted { $0.start < $1.start }
+            .map { (ByteRange($0.start, $0.end), $0.written) }
+    }
+}

@@ -1,0 +1,72 @@
+import Synchronization
+
+/// One file to download over several connections.
+///
+/// ```swift
+/// let download = Download("https://example.org/big.iso", to: "/tmp/big.iso")
+/// Task { for await event in download.events { print(event) } }
+/// let statistics = try await download.run()
+/// ```
+///
+/// `run()` probes the server, plans byte ranges, fetches them in parallel into `destination +
+/// ".part"`, and renames the finished file to `destination`. The partial file never sits under the
+/// final name. Cancelling the task that runs `run()` stops every connection promptly and throws a
+/// ``DownloadError`` with code ``DownloadError/Code/interrupted``.
+///
+/// Thread safety: a `Download` is `Sendable`; `run()` may be called once.
+public final class Download: Sendable {
+    /// The URL to fetch (`http` or `https`).
+    public let url: String
+    /// The final path of the file.
+    public let destination: String
+    /// The settings in force.
+    public let options: DownloadOptions
+    /// Progress and lifecycle events. One consumer; finishes when `run()` returns. When the
+    /// consumer is slow, the oldest undelivered events are dropped.
+    public let events: AsyncStream<DownloadEvent>
+
+    private let continuation: AsyncStream<DownloadEvent>.Continuation
+    private let started = Atomic<Bool>(false)
+
+    /// Describes a download; nothing happens until ``run()``.
+    ///
+    /// - Parameters:
+    ///   - url: an `http` or `https` URL.
+    ///   - destination: where the finished file goes; its directory must exist.
+    ///   - options: connection count, timeouts, retries and the rest.
+    public init(_ url: String, to destination: String, options: DownloadOptions = DownloadOptions()) {
+        self.url = url
+        self.destination = destination
+        self.options = options
+        (events, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(1024))
+    }
+
+    /// Downloads the file.
+    ///
+    /// - Returns: the final statistics (also sent as ``DownloadEvent/finished(_:)``).
+    /// - Throws: ``DownloadError``; on any error the partial file is removed and nothing exists
+    ///   under the final name that was not there before.
+    public func run() async throws(DownloadError) -> DownloadStatistics {
+        guard !started.exchange(true, ordering: .relaxed) else {
+            throw DownloadError(.usage, "a Download can run only once")
+        }
+        defer { continuation.finish() }
+        try options.validate()
+        guard let scheme = urlScheme(url), scheme == "http" || scheme == "https", urlHost(url) != nil else {
+            throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
+        }
+        let transport = CurlTransport(maximumConnections: options.connections)
+        defer { transport.shutdown() }
+        let engine = Engine(url: url, destination: destination, options: options, transport: transport,
+                            emit: { [continuation] in continuation.yield($0) })
+        do {
+            return try await engine.run()
+        } catch let error as DownloadError {
+            throw error
+        } catch is CancellationError {
+            throw DownloadError(.interrupted, "\(redactedURL(url)): interrupted")
+        } catch {
+            throw DownloadError(.fileIO, "\(redactedURL(url)): \(error)")
+        }
+    }
+}

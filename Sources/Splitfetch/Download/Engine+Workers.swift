@@ -1,0 +1,136 @@
+import SegmentPlanning
+import Synchronization
+
+extension Engine {
+    /// Runs one worker task per planned range until every byte is on disk.
+    func runSegmented(resource: RemoteResource, total: Int64, file: OutputFile, table: SharedSegmentTable,
+                      counters: [WorkerCounters]) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in counters {
+                group.addTask {
+                    try await segmentWorker(worker, url: resource.finalURL, total: total, file: file, table: table)
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    private func now(since start: ContinuousClock.Instant) -> Double { (clock.now - start).seconds }
+
+    /// One connection: take a range, fetch it, repeat; retry failures with backoff.
+    private func segmentWorker(_ counters: WorkerCounters, url: String, total: Int64, file: OutputFile,
+                               table: SharedSegmentTable) async throws {
+        let origin = clock.now
+        var lastRate: Double?
+        var failures = 0
+        defer { counters.set(.done) }
+        while true {
+            try Task.checkCancellation()
+            let t = now(since: origin)
+            let assignment = table.withLock { $0.assign(worker: counters.id, now: t, workerRate: lastRate) }
+            guard let assignment else {
+                let (complete, anyActive) = table.withLock { ($0.isComplete, !$0.activeSegments.isEmpty) }
+                if complete || !anyActive && table.withLock({ $0.segments.allSatisfy { $0.remaining == 0 } }) { return }
+                counters.set(.idle)
+                try await Task.sleep(for: .milliseconds(100))
+                continue
+            }
+            counters.set(.receiving)
+            counters.requests.wrappingAdd(1, ordering: .relaxed)
+            let sink = SegmentSink(table: table, file: file, counters: counters, segment: assignment.segment,
+                                   requested: assignment.range, total: total, url: url)
+            let began = clock.now
+            let result = await transport.perform(TransferRequest(url: url, range: assignment.range, options: options), sink: sink)
+            let (complete, written) = table.withLock { t -> (Bool, Int64) in
+                t.release(segment: assignment.segment)
+                let s = t.segments[assignment.segment]
+                return (s.isComplete, s.written - assignment.range.lowerBound)
+            }
+            let elapsed = (clock.now - began).seconds
+            if elapsed > 0.2 && written > 0 { lastRate = Double(written) / elapsed }
+            if result.cancelled { throw CancellationError() }
+
+            guard let error = segmentError(result, sink: sink, complete: complete, requested: assignment.range, url: url) else {
+                failures = 0
+                continue
+            }
+            guard error.isTransient else { throw error }
+            failures = written > 0 ? 1 : failures + 1
+            if failures > options.retries {
+                throw DownloadError(error.code, "\(error.message) (gave up after \(options.retries) retries)",
+                                    httpStatus: error.httpStatus)
+            }
+            counters.retries.wrappingAdd(1, ordering: .relaxed)
+            let delay = retryDelay(attempt: failures, head: result.head)
+            emit(.retrying(connection: counters.id, error: error, delay: delay))
+            counters.set(.waitingToRetry)
+            try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+        }
+    }
+
+    /// The error of a finished segment transfer, or `nil` when it did its job (the segment is
+    /// complete, or the transfer stopped at a split point).
+    private func segmentError(_ result: TransferResult, sink: SegmentSink, complete: Bool, requested: ByteRange,
+                              url: String) -> DownloadError? {
+        if let error = result.sinkError { return error }
+        if result.stoppedBySink { return nil }
+        if result.curlCode != 0 { return CurlErrors.error(for: result, url: url) }
+        guard let head = result.head else {
+            return DownloadError(.protocolViolation, "\(redactedURL(url)): no response", isTransient: true)
+        }
+        if !sink.accepted, let error = HTTPFields.validateRangeResponse(head, requested: requested, total: requested.upperBound == 0 ? 0 : sink.total, url: url) {
+            return error
+        }
+        if !complete {
+            return DownloadError(.protocolViolation,
+                "\(redactedURL(url)): body ended at byte \(sink.offset) of range \(requested.lowerBound)-\(requested.upperBound - 1)",
+                isTransient: true)
+        }
+        return nil
+    }
+
+    /// Fetches the whole file on one connection (no range support, or no length); retries start
+    /// over from byte 0. Returns the size written.
+    func runStream(resource: RemoteResource, file: OutputFile, counters: WorkerCounters) async throws -> Int64 {
+        var failures = 0
+        let url = resource.finalURL
+        while true {
+            try Task.checkCancellation()
+            counters.set(.receiving)
+            counters.requests.wrappingAdd(1, ordering: .relaxed)
+            counters.bytes.store(0, ordering: .relaxed)
+            let sink = StreamSink(file: file, counters: counters, expectedSize: resource.size, url: url)
+            let result = await transport.perform(TransferRequest(url: url, options: options), sink: sink)
+            if result.cancelled { throw CancellationError() }
+            var failure: DownloadError?
+            if let e = result.sinkError {
+                failure = e
+            } else if result.curlCode != 0 {
+                failure = CurlErrors.error(for: result, url: url)
+            } else if let head = result.head {
+                if let e = StreamSink.validate(head, expectedSize: resource.size, url: url) {
+                    failure = e
+                } else if let size = resource.size, sink.offset != size {
+                    failure = DownloadError(.protocolViolation, "\(redactedURL(url)): body ended after \(sink.offset) of \(size) bytes", isTransient: true)
+                }
+            } else {
+                failure = DownloadError(.protocolViolation, "\(redactedURL(url)): no response", isTransient: true)
+            }
+            guard let error = failure else {
+                if resource.size == nil { try file.truncate(to: sink.offset) }
+                counters.set(.done)
+                return sink.offset
+            }
+            guard error.isTransient else { throw error }
+            failures += 1
+            if failures > options.retries {
+                throw DownloadError(error.code, "\(error.message) (gave up after \(options.retries) retries)", httpStatus: error.httpStatus)
+            }
+            counters.retries.wrappingAdd(1, ordering: .relaxed)
+            let delay = retryDelay(attempt: failures, head: result.head)
+            emit(.retrying(connection: counters.id, error: error, delay: delay))
+            counters.set(.waitingToRetry)
+            try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+        }
+    }
+}

@@ -1,0 +1,14 @@
+import SegmentPlanning
+import Synchronization
+
+/// The download's ``SegmentTable`` behind a lock, shared by the worker tasks and the transport
+/// thread's write callbacks. Every access is a short critical section with no I/O inside.
+final class SharedSegmentTable: Sendable {
+    private let table: Mutex<SegmentTable>
+
+    init(_ table: SegmentTable) { self.table = Mutex(table) }
+
+    func withLock<R: Sendable>(_ body: (inout SegmentTable) -> R) -> R {
+        table.withLock { body(&$0) }
+    }
+}

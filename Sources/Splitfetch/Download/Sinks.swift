@@ -1,0 +1,126 @@
+import SegmentPlanning
+import Synchronization
+
+/// Writes a `206` body into its segment of the partial file, straight from libcurl's buffer.
+///
+/// `@unchecked Sendable`: `offset` and `validated` change only inside `receive`, which the
+/// transport thread calls one at a time; the worker reads them only after the transfer has
+/// completed (its continuation was resumed after the last call).
+final class SegmentSink: TransferSink, @unchecked Sendable {
+    let table: SharedSegmentTable
+    let file: OutputFile
+    let counters: WorkerCounters
+    let segment: Int
+    let requested: ByteRange
+    let total: Int64
+    let url: String
+    private(set) var offset: Int64
+    private var validated = false
+
+    init(table: SharedSegmentTable, file: OutputFile, counters: WorkerCounters, segment: Int,
+         requested: ByteRange, total: Int64, url: String) {
+        self.table = table
+        self.file = file
+        self.counters = counters
+        self.segment = segment
+        self.requested = requested
+        self.total = total
+        self.url = url
+        self.offset = requested.lowerBound
+    }
+
+    func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict {
+        if !validated {
+            if let error = HTTPFields.validateRangeResponse(head, requested: requested, total: total, url: url) {
+                return .fail(error)
+            }
+            validated = true
+        }
+        let count = Int64(body.count)
+        counters.received.wrappingAdd(count, ordering: .relaxed)
+        if offset + count > requested.upperBound {
+            return .fail(DownloadError(.protocolViolation,
+                "\(redactedURL(url)): body runs past the requested range ending at byte \(requested.upperBound - 1)", isTransient: true))
+        }
+        let allowed = table.withLock { $0.claim(segment: segment, offset: offset, count: count) }
+        if allowed > 0 {
+            do {
+                try file.write(UnsafeRawBufferPointer(rebasing: body[0..<Int(allowed)]), at: offset)
+            } catch {
+                table.withLock { $0.unclaim(segment: segment) }
+                return .fail(error)
+            }
+            offset += allowed
+            let through = offset
+            table.withLock { $0.commit(segment: segment, through: through) }
+            counters.bytes.wrappingAdd(allowed, ordering: .relaxed)
+        }
+        return allowed < count ? .stop : .proceed
+    }
+
+    /// Whether the response was checked and accepted.
+    var accepted: Bool { validated }
+}
+
+/// Writes a whole-file `200` body from offset 0 (servers without ranges, or of unknown length).
+///
+/// `@unchecked Sendable`: as for ``SegmentSink``, state changes only on the transport thread and
+/// is read after completion.
+final class StreamSink: TransferSink, @unchecked Sendable {
+    let file: OutputFile
+    let counters: WorkerCounters
+    let expectedSize: Int64?
+    let url: String
+    private(set) var offset: Int64 = 0
+    private var validated = false
+
+    init(file: OutputFile, counters: WorkerCounters, expectedSize: Int64?, url: String) {
+        self.file = file
+        self.counters = counters
+        self.expectedSize = expectedSize
+        self.url = url
+    }
+
+    /// Checks a whole-file response; `nil` when it may be written.
+    static func validate(_ head: ResponseHead, expectedSize: Int64?, url: String) -> DownloadError? {
+        guard head.status == 200 else {
+            if head.status == 206 {
+                return DownloadError(.protocolViolation, "\(redactedURL(url)): 206 to a request without a range", httpStatus: 206)
+            }
+            return HTTPFields.httpStatusError(head.status, url: url, head: head)
+        }
+        if let encoding = head.first("content-encoding"), encoding.lowercased() != "identity" {
+            return DownloadError(.protocolViolation, "\(redactedURL(url)): body sent with Content-Encoding \(encoding)", isTransient: true)
+        }
+        switch HTTPFields.contentLength(head.all("content-length")) {
+        case .failure(let e):
+            return DownloadError(.protocolViolation, "\(redactedURL(url)): \(e.message)")
+        case .success(let length):
+            if let length, let expectedSize, length != expectedSize {
+                return DownloadError(.protocolViolation,
+                    "\(redactedURL(url)): Content-Length \(length) differs from the probed size \(expectedSize)", isTransient: true)
+            }
+        }
+        return nil
+    }
+
+    func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict {
+        if !validated {
+            if let error = Self.validate(head, expectedSize: expectedSize, url: url) { return .fail(error) }
+            validated = true
+        }
+        let count = Int64(body.count)
+        counters.received.wrappingAdd(count, ordering: .relaxed)
+        if let expectedSize, offset + count > expectedSize {
+            return .fail(DownloadError(.protocolViolation, "\(redactedURL(url)): body longer than its \(expectedSize) bytes", isTransient: true))
+        }
+        do {
+            try file.write(body, at: offset)
+        } catch {
+            return .fail(error)
+        }
+        offset += count
+        counters.bytes.wrappingAdd(count, ordering: .relaxed)
+        return .proceed
+    }
+}

@@ -1,0 +1,67 @@
+/// Settings for one download. Every field has a default that suits a large file over HTTP(S).
+public struct DownloadOptions: Sendable {
+    /// The most connections one download may use.
+    public static let maximumConnections = 64
+
+    /// Parallel connections (1 ... ``maximumConnections``). Default 8.
+    public var connections: Int = 8
+    /// The smallest range the initial plan gives one connection, in bytes. Default 1 MiB.
+    public var minimumSegmentSize: Int64 = 1 << 20
+    /// The smallest piece an idle connection takes over from a busy one, in bytes. Default 64 KiB.
+    public var minimumSplitSize: Int64 = 64 << 10
+    /// Extra request headers, as `Name: value` lines.
+    public var headers: [String] = []
+    /// The `User-Agent` header.
+    public var userAgent: String = "splitfetch/\(splitfetchVersion)"
+    /// Retries per failed request before the download fails. Default 5.
+    public var retries: Int = 5
+    /// Longest wait for a TCP/TLS connection, in seconds. Default 15.
+    public var connectTimeout: Double = 15
+    /// A connection that receives nothing for this long is dropped and its range re-queued, in
+    /// seconds. Default 20.
+    public var stallTimeout: Double = 20
+    /// Longest wait for a `HEAD` probe before falling back to a ranged `GET`, in seconds. Default 15.
+    public var probeTimeout: Double = 15
+    /// Base delay of the exponential retry backoff, in seconds. Default 0.25.
+    public var retryBaseDelay: Double = 0.25
+    /// Upper bound of the retry backoff (and of an honoured `Retry-After`), in seconds. Default 30.
+    public var retryMaximumDelay: Double = 30
+    /// Most redirects followed. Default 10.
+    public var maximumRedirects: Int = 10
+    /// Replace an existing file at the destination. Default `false`.
+    public var allowOverwrite: Bool = false
+    /// How often progress events are emitted, in seconds. Default 0.25.
+    public var progressInterval: Double = 0.25
+    /// Flush the data to disk (`fdatasync`) before renaming it to its final name, so a power cut
+    /// never leaves a final-named file with missing data. Default `true`.
+    public var syncBeforeRename: Bool = true
+
+    public init() {}
+
+    /// Checks the values, naming the first bad one.
+    ///
+    /// - Throws: ``DownloadError`` with code ``DownloadError/Code/usage``.
+    public func validate() throws(DownloadError) {
+        func bad(_ message: String) -> DownloadError { DownloadError(.usage, message) }
+        guard (1...Self.maximumConnections).contains(connections) else {
+            throw bad("connections must be between 1 and \(Self.maximumConnections), got \(connections)")
+        }
+        guard minimumSegmentSize >= 1 else { throw bad("minimum segment size must be at least 1 byte") }
+        guard minimumSplitSize >= 1 else { throw bad("minimum split size must be at least 1 byte") }
+        guard retries >= 0 else { throw bad("retries must not be negative") }
+        guard connectTimeout > 0, stallTimeout > 0, probeTimeout > 0 else { throw bad("timeouts must be positive") }
+        guard retryBaseDelay >= 0, retryMaximumDelay >= retryBaseDelay else { throw bad("retry delays are inconsistent") }
+        guard (0...50).contains(maximumRedirects) else { throw bad("maximum redirects must be between 0 and 50") }
+        guard progressInterval > 0 else { throw bad("progress interval must be positive") }
+        for header in headers {
+            guard let colon = header.firstIndex(of: ":"), colon != header.startIndex else {
+                throw bad("header \"\(header)\" is not of the form 'Name: value'")
+            }
+            if header.contains("\r") || header.contains("\n") { throw bad("header contains a line break") }
+        }
+        if userAgent.contains("\r") || userAgent.contains("\n") { throw bad("user agent contains a line break") }
+    }
+}
+
+/// The version of this library and tool.
+public let splitfetchVersion = "0.1.0"

@@ -1,0 +1,162 @@
+import SegmentPlanning
+
+/// Parsers for the header fields that decide what gets written where. Strict on purpose: a value
+/// that is not exactly well formed is rejected rather than guessed at.
+enum HTTPFields {
+    /// A parsed `Content-Range` value.
+    enum ContentRange: Equatable {
+        /// `bytes first-last/total`; `total` is `nil` for `*`.
+        case range(ByteRange, total: Int64?)
+        /// `bytes */total` (sent with 416).
+        case unsatisfied(total: Int64)
+    }
+
+    /// Parses a non-negative decimal that fits in `Int64`; `nil` for anything else.
+    static func parseDecimal<S: StringProtocol>(_ text: S) -> Int64? {
+        guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+        return Int64(text)
+    }
+
+    /// The `Content-Length` of a response, from all its values.
+    ///
+    /// - Returns: `.success(nil)` when absent, `.success(n)` when every value is the same valid
+    ///   number, `.failure` when a value is malformed, negative, too large, or values disagree.
+    static func contentLength(_ values: [String]) -> Result<Int64?, DownloadError> {
+        if values.isEmpty { return .success(nil) }
+        var found: Int64?
+        for value in values {
+            for item in value.split(separator: ",", omittingEmptySubsequences: false) {
+                let trimmed = String(item).trimmingSpaces()
+                guard let n = parseDecimal(trimmed) else {
+                    return .failure(DownloadError(.protocolViolation, "invalid Content-Length \"\(value.prefix(40))\""))
+                }
+                if let f = found, f != n {
+                    return .failure(DownloadError(.protocolViolation, "conflicting Content-Length values \(f) and \(n)"))
+                }
+                found = n
+            }
+        }
+        return .success(found)
+    }
+
+    /// Parses `Content-Range` (RFC 9110 §14.4); `nil` when malformed.
+    static func contentRange(_ value: String) -> ContentRange? {
+        let v = value.trimmingSpaces()
+        guard v.hasPrefix("bytes ") else { return nil }
+        let spec = v.dropFirst(6).trimmingPrefixSpaces()
+        let halves = spec.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard halves.count == 2 else { return nil }
+        let totalText = halves[1]
+        let total: Int64? = totalText == "*" ? nil : parseDecimal(totalText)
+        if totalText != "*" && total == nil { return nil }
+        if halves[0] == "*" {
+            guard let total else { return nil }
+            return .unsatisfied(total: total)
+        }
+        let ends = halves[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard ends.count == 2, let first = parseDecimal(ends[0]), let last = parseDecimal(ends[1]),
+              first <= last, last < Int64.max else { return nil }
+        if let total, last >= total { return nil }
+        return .range(ByteRange(first, last + 1), total: total)
+    }
+
+    /// Seconds to wait from a `Retry-After` value (delay-seconds or an HTTP date).
+    static func retryAfter(_ value: String, now: Int64) -> Double? {
+        let v = value.trimmingSpaces()
+        if let seconds = parseDecimal(v) { return Double(seconds) }
+        if let date = httpDate(v) { return Double(max(0, date - now)) }
+        return nil
+    }
+
+    /// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) to seconds since 1970.
+    static func httpDate(_ value: String) -> Int64? {
+        let parts = value.split(separator: " ")
+        guard parts.count == 6, parts[5] == "GMT" else { return nil }
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard let day = Int64(parts[1]), let monthIndex = months.firstIndex(of: String(parts[2])),
+              let year = Int64(parts[3]) else { return nil }
+        let hms = parts[4].split(separator: ":")
+        guard hms.count == 3, let h = Int64(hms[0]), let m = Int64(hms[1]), let s = Int64(hms[2]) else { return nil }
+        // Days from civil (Howard Hinnant's algorithm).
+        let month = Int64(monthIndex + 1)
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let mp = (month + 9) % 12
+        let doy = (153 * mp + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146097 + doe - 719468
+        return days * 86400 + h * 3600 + m * 60 + s
+    }
+
+    /// Checks a response to a range request before a byte of it is written.
+    ///
+    /// - Returns: `nil` when the response is exactly the `206` for `requested` of a file of
+    ///   `total` bytes, otherwise the error for the segment.
+    static func validateRangeResponse(_ head: ResponseHead, requested: ByteRange, total: Int64, url: String) -> DownloadError? {
+        let where_ = redactedURL(url)
+        if head.status != 206 {
+            if head.status == 200 {
+                return DownloadError(.protocolViolation, "\(where_): server ignored the range request (200 instead of 206)", httpStatus: 200)
+            }
+            return httpStatusError(head.status, url: url, head: head)
+        }
+        if let encoding = head.first("content-encoding"), encoding.lowercased() != "identity" {
+            return DownloadError(.protocolViolation, "\(where_): range answered with Content-Encoding \(encoding)", isTransient: true)
+        }
+        if let type = head.first("content-type"), type.lowercased().hasPrefix("multipart/") {
+            return DownloadError(.protocolViolation, "\(where_): range answered with \(type)", isTransient: true)
+        }
+        let ranges = head.all("content-range")
+        guard ranges.count == 1, let parsed = contentRange(ranges[0]) else {
+            return DownloadError(.protocolViolation, "\(where_): 206 without a valid Content-Range (\(ranges.first ?? "none"))", isTransient: true)
+        }
+        guard case .range(let got, let gotTotal) = parsed, got == requested, gotTotal == total else {
+            return DownloadError(.protocolViolation,
+                "\(where_): asked for bytes \(requested.lowerBound)-\(requested.upperBound - 1)/\(total), got Content-Range \(ranges[0])",
+                isTransient: true)
+        }
+        switch contentLength(head.all("content-length")) {
+        case .failure(let error):
+            return DownloadError(.protocolViolation, "\(where_): \(error.message)", isTransient: true)
+        case .success(let length):
+            if let length, length != requested.count {
+                return DownloadError(.protocolViolation, "\(where_): Content-Length \(length) does not match the range of \(requested.count) bytes", isTransient: true)
+            }
+        }
+        return nil
+    }
+
+    /// The error for an HTTP error status; transient for 408, 429 and 5xx.
+    static func httpStatusError(_ status: Int, url: String, head: ResponseHead?) -> DownloadError {
+        let transient = status == 408 || status == 429 || (500...599).contains(status)
+        return DownloadError(.http, "\(redactedURL(url)): HTTP \(status)\(reasonSuffix(status))", httpStatus: status, isTransient: transient)
+    }
+
+    private static func reasonSuffix(_ status: Int) -> String {
+        switch status {
+        case 400: " Bad Request"
+        case 401: " Unauthorized"
+        case 403: " Forbidden"
+        case 404: " Not Found"
+        case 405: " Method Not Allowed"
+        case 408: " Request Timeout"
+        case 410: " Gone"
+        case 416: " Range Not Satisfiable"
+        case 429: " Too Many Requests"
+        case 500: " Internal Server Error"
+        case 502: " Bad Gateway"
+        case 503: " Service Unavailable"
+        case 504: " Gateway Timeout"
+        default: ""
+        }
+    }
+}
+
+extension Substring {
+    func trimmingPrefixSpaces() -> Substring {
+        var s = self
+        while s.first == " " { s.removeFirst() }
+        return s
+    }
+}

@@ -1,0 +1,24 @@
+/// What the probe learned about the file to download.
+public struct RemoteResource: Sendable, Equatable, Codable {
+    /// The URL the caller gave (credentials removed).
+    public var url: String
+    /// The URL after redirects; segment requests go here.
+    public var finalURL: String
+    /// The size in bytes, when the server said.
+    public var size: Int64?
+    /// Whether the server answers range requests with `206`.
+    public var acceptsRanges: Bool
+    /// The `ETag` validator, if any.
+    public var etag: String?
+    /// The `Last-Modified` validator, if any.
+    public var lastModified: String?
+    /// The `Content-Type`, if any.
+    public var contentType: String?
+    /// The raw `Content-Disposition`, if any (not used for the file name by default).
+    public var contentDisposition: String?
+    /// How the size was learned: `head` or `range-get`.
+    public var probeMethod: String
+
+    /// Whether the download can use several connections.
+    public var isSegmentable: Bool { acceptsRanges && size != nil }
+}

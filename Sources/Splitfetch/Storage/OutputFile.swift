@@ -1,0 +1,98 @@
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The partial file a download writes into, at absolute offsets.
+///
+/// Opened without following symlinks and created with mode 0644. `pwrite` is safe from any thread
+/// at distinct offsets, so the transport thread writes while other tasks sync.
+///
+/// Thread safety: immutable after creation; the descriptor is closed by `close()` once.
+final class OutputFile: Sendable {
+    let path: String
+    let descriptor: FileDescriptor
+
+    private init(path: String, descriptor: FileDescriptor) {
+        self.path = path
+        self.descriptor = descriptor
+    }
+
+    /// Creates a new file (or, with `replace`, truncates an existing regular file).
+    ///
+    /// - Throws: ``DownloadError`` (`fileIO`, or `outputExists` when the file exists and
+    ///   `replace` is false) naming the path and errno text.
+    static func create(path: String, replace: Bool) throws(DownloadError) -> OutputFile {
+        var options: FileDescriptor.OpenOptions = [.create, .noFollow, .closeOnExec]
+        if replace { options.insert(.truncate) } else { options.insert(.exclusiveCreate) }
+        do {
+            let fd = try FileDescriptor.open(FilePath(path), .readWrite, options: options,
+                                             permissions: [.ownerReadWrite, .groupRead, .otherRead])
+            var info = stat()
+            if fstat(fd.rawValue, &info) == 0 && (info.st_mode & S_IFMT) != S_IFREG {
+                try? fd.close()
+                throw DownloadError(.fileIO, "\(path): not a regular file")
+            }
+            return OutputFile(path: path, descriptor: fd)
+        } catch let error as Errno {
+            if error == .fileExists {
+                throw DownloadError(.outputExists, "\(path) already exists (use --force to replace it)")
+            }
+            if error == .tooManySymbolicLinkLevels {
+                throw DownloadError(.fileIO, "\(path) is a symbolic link; refusing to follow it")
+            }
+            throw DownloadError(.fileIO, "cannot create \(path): \(error.description)")
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw DownloadError(.fileIO, "cannot create \(path): \(error)")
+        }
+    }
+
+    /// Reserves `size` bytes on disk (`posix_fallocate`), or sets the length (`ftruncate`) where
+    /// the file system cannot preallocate.
+    func preallocate(_ size: Int64) throws(DownloadError) {
+        guard size > 0 else { return }
+        let rc = posix_fallocate(descriptor.rawValue, 0, off_t(size))
+        if rc == 0 { return }
+        if rc == EOPNOTSUPP || rc == EINVAL {
+            do { try descriptor.resize(to: size) } catch {
+                throw DownloadError(.fileIO, "cannot set the size of \(path) to \(size) bytes: \(error)")
+            }
+            return
+        }
+        let text = String(cString: strerror(rc))
+        if rc == ENOSPC {
+            throw DownloadError(.fileIO, "\(path): no space left to preallocate \(size) bytes (\(text))")
+        }
+        throw DownloadError(.fileIO, "cannot preallocate \(size) bytes for \(path): \(text)")
+    }
+
+    /// Writes all of `bytes` at `offset`, retrying partial writes and `EINTR`.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(DownloadError) {
+        do {
+            try descriptor.writeAll(toAbsoluteOffset: offset, bytes)
+        } catch {
+            throw DownloadError(.fileIO, "cannot write \(bytes.count) bytes at offset \(offset) of \(path): \(error)")
+        }
+    }
+
+    /// Sets the file length (for downloads of unknown size).
+    func truncate(to size: Int64) throws(DownloadError) {
+        do { try descriptor.resize(to: size) } catch {
+            throw DownloadError(.fileIO, "cannot set the size of \(path): \(error)")
+        }
+    }
+
+    /// Makes written data durable (`fdatasync`).
+    func sync() throws(DownloadError) {
+        if fdatasync(descriptor.rawValue) != 0 {
+            throw DownloadError(.fileIO, "fdatasync of \(path) failed: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    func close() {
+        try? descriptor.close()
+    }
+}

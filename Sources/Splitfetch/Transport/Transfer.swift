@@ -1,0 +1,160 @@
+import CCurl
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One request in flight on the transport thread.
+///
+/// `@unchecked Sendable`: the creating task sets `continuation` before posting the transfer;
+/// from then on every mutable field is read and written only on the transport thread. The one
+/// field other threads touch, `cancelRequested`, is atomic.
+final class Transfer: @unchecked Sendable {
+    /// Longest header block accepted, in bytes; a larger one aborts the transfer.
+    static let maximumHeaderBytes = 64 * 1024
+    /// libcurl's receive buffer per transfer.
+    static let receiveBufferSize = 256 * 1024
+
+    let id: UInt64
+    let request: TransferRequest
+    let sink: (any TransferSink)?
+    let cancelRequested = Atomic<Bool>(false)
+
+    var continuation: CheckedContinuation<TransferResult, Never>?
+    var result = TransferResult()
+    var head = ResponseHead()
+    var headerBytes = 0
+    private(set) var easy: UnsafeMutableRawPointer?
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer: UnsafeMutablePointer<CChar>
+
+    init(id: UInt64, request: TransferRequest, sink: (any TransferSink)?) {
+        self.id = id
+        self.request = request
+        self.sink = sink
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+    }
+
+    deinit {
+        errorBuffer.deallocate()
+        if let headerList { curl_slist_free_all(headerList) }
+    }
+
+    /// Sets every option this request needs on a fresh (or reset) easy handle.
+    func configure(_ easy: UnsafeMutableRawPointer) {
+        self.easy = easy
+        let r = request
+        _ = sf_easy_setopt_string(easy, CURLOPT_URL, r.url)
+        _ = sf_easy_setopt_pointer(easy, CURLOPT_PRIVATE, Unmanaged.passUnretained(self).toOpaque())
+        _ = sf_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        _ = sf_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = sf_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = sf_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        _ = sf_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+        _ = sf_easy_setopt_long(easy, CURLOPT_MAXREDIRS, r.maximumRedirects)
+        _ = sf_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
+        _ = sf_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, Self.receiveBufferSize)
+        _ = sf_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
+        _ = sf_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
+        _ = sf_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(r.connectTimeout * 1000))
+        _ = sf_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
+        _ = sf_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, Int(r.stallTimeout.rounded(.up))))
+        if let total = r.totalTimeout {
+            _ = sf_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(total * 1000)))
+        }
+        _ = sf_easy_setopt_string(easy, CURLOPT_USERAGENT, r.userAgent)
+        switch r.method {
+        case .head: _ = sf_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
+        case .get: _ = sf_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
+        }
+        if let range = r.range {
+            _ = sf_easy_setopt_string(easy, CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound - 1)")
+        }
+        var list: UnsafeMutablePointer<curl_slist>?
+        for line in r.headers { list = curl_slist_append(list, line) }
+        headerList = list
+        if let list { _ = sf_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list) }
+
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = sf_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, { buffer, size, count, user in
+            guard let buffer, let user else { return 0 }
+            let transfer = Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue()
+            return transfer.onHeader(UnsafeRawBufferPointer(start: buffer, count: size * count))
+        })
+        _ = sf_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
+        _ = sf_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, { buffer, size, count, user in
+            guard let user else { return 0 }
+            let transfer = Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue()
+            return transfer.onBody(UnsafeRawBufferPointer(start: buffer, count: size * count))
+        })
+        _ = sf_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
+    }
+
+    private func onHeader(_ line: UnsafeRawBufferPointer) -> Int {
+        headerBytes += line.count
+        if headerBytes > Self.maximumHeaderBytes {
+            result.sinkError = DownloadError(.protocolViolation,
+                "\(redactedURL(request.url)): response headers exceed \(Self.maximumHeaderBytes) bytes")
+            return 0
+        }
+        if line.starts(with: "HTTP/".utf8) { headerBytes = line.count }
+        head.feed(line: line)
+        return line.count
+    }
+
+    private func onBody(_ body: UnsafeRawBufferPointer) -> Int {
+        guard let sink else {
+            result.bodyBytes += Int64(body.count)
+            return body.count
+        }
+        switch sink.receive(body, head: head) {
+        case .proceed:
+            result.bodyBytes += Int64(body.count)
+            return body.count
+        case .stop:
+            result.stoppedBySink = true
+            return 0
+        case .fail(let error):
+            result.sinkError = error
+            return 0
+        }
+    }
+
+    /// Reads what libcurl knows once the transfer is done.
+    func collect(easy: UnsafeMutableRawPointer, code: CURLcode) {
+        result.curlCode = Int32(code.rawValue)
+        if code != CURLE_OK {
+            let detail = String(cString: errorBuffer)
+            result.curlMessage = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        }
+        var url: UnsafeMutablePointer<CChar>?
+        if sf_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &url) == CURLE_OK, let url {
+            result.effectiveURL = String(cString: url)
+        }
+        var connects: Int = 0
+        if sf_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK {
+            result.newConnections = connects
+        }
+        if head.status != 0 { result.head = head }
+    }
+
+    /// Detaches the easy handle from this transfer.
+    func release(_ easy: UnsafeMutableRawPointer) {
+        if let headerList {
+            curl_slist_free_all(headerList)
+            self.headerList = nil
+        }
+        self.easy = nil
+    }
+
+    /// Resumes the waiting task, once.
+    func finish(cancelled: Bool) {
+        if cancelled { result.cancelled = true }
+        if result.head == nil && head.status != 0 { result.head = head }
+        let c = continuation
+        continuation = nil
+        c?.resume(returning: result)
+    }
+}

@@ -1,0 +1,69 @@
+import SegmentPlanning
+
+/// One HTTP request for the transport to perform.
+struct TransferRequest: Sendable {
+    enum Method: Sendable { case get, head }
+
+    var url: String
+    var method: Method = .get
+    /// The byte range to ask for; `nil` asks for the whole resource.
+    var range: ByteRange?
+    /// Extra header lines (`Name: value`).
+    var headers: [String] = []
+    var userAgent: String
+    var connectTimeout: Double
+    /// Drop the transfer when less than 1 byte/s arrives for this long.
+    var stallTimeout: Double
+    /// Whole-transfer limit, for probes.
+    var totalTimeout: Double?
+    var maximumRedirects: Int
+
+    init(url: String, method: Method = .get, range: ByteRange? = nil, options: DownloadOptions) {
+        self.url = url
+        self.method = method
+        self.range = range
+        self.headers = options.headers
+        self.userAgent = options.userAgent
+        self.connectTimeout = options.connectTimeout
+        self.stallTimeout = options.stallTimeout
+        self.maximumRedirects = options.maximumRedirects
+    }
+}
+
+/// What a sink tells the transport after a piece of body.
+enum SinkVerdict {
+    /// Keep going.
+    case proceed
+    /// Stop now: the sink has all it wants (a split moved its end, or a probe needs no body).
+    case stop
+    /// Stop now: the response is unacceptable or a write failed.
+    case fail(DownloadError)
+}
+
+/// Receives a transfer's body. Called only on the transport thread, one call at a time.
+protocol TransferSink: AnyObject, Sendable {
+    /// Called once per piece of body, with the final response's head.
+    func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict
+}
+
+/// How a transfer ended.
+struct TransferResult: Sendable {
+    /// The final response's head, if one arrived.
+    var head: ResponseHead?
+    /// The URL after redirects.
+    var effectiveURL: String?
+    /// libcurl's result code (`CURLE_OK` is 0).
+    var curlCode: Int32 = 0
+    /// libcurl's error text, when `curlCode` is not 0.
+    var curlMessage: String = ""
+    /// Body bytes delivered to the sink (or discarded, without a sink).
+    var bodyBytes: Int64 = 0
+    /// The sink stopped the transfer deliberately.
+    var stoppedBySink = false
+    /// The sink rejected the response or failed to store it.
+    var sinkError: DownloadError?
+    /// The task was cancelled.
+    var cancelled = false
+    /// Whether the transport opened a new connection for this transfer (not reused).
+    var newConnections = 0
+}

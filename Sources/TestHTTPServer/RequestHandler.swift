@@ -1,0 +1,232 @@
+import NIOCore
+import NIOHTTP1
+
+/// Serves one connection: parses the request, then streams the body at the connection's rate.
+final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let counters: TestServer.Counters
+    private let defaultRate: Int64
+    private let slowed: Bool
+    private var head: HTTPRequestHead?
+    private var busy = false
+    /// Token bucket with no burst: the earliest time the next byte may leave this connection.
+    private var nextSend: NIODeadline = .now()
+
+    init(counters: TestServer.Counters, defaultRate: Int64, slowed: Bool) {
+        self.counters = counters
+        self.defaultRate = defaultRate
+        self.slowed = slowed
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let h):
+            head = h
+        case .body:
+            break
+        case .end:
+            guard let h = head, !busy else { return }
+            head = nil
+            counters.requests.wrappingAdd(1, ordering: .relaxed)
+            respond(context: context, head: h)
+        }
+    }
+
+    private struct Parsed {
+        var path: String
+        var query: [String: String]
+    }
+
+    private func parse(_ uri: String) -> Parsed {
+        let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        var query: [String: String] = [:]
+        if parts.count > 1 {
+            for item in parts[1].split(separator: "&") {
+                let kv = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                query[String(kv[0])] = kv.count > 1 ? String(kv[1]) : ""
+            }
+        }
+        return Parsed(path: String(parts[0]), query: query)
+    }
+
+    private func simple(context: ChannelHandlerContext, status: HTTPResponseStatus, body: String,
+                        headers extra: [(String, String)] = [], keepAlive: Bool, isHead: Bool = false) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Length", value: String(body.utf8.count))
+        headers.add(name: "Content-Type", value: "text/plain")
+        for (n, v) in extra { headers.add(name: n, value: v) }
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        if !isHead {
+            var buffer = context.channel.allocator.buffer(capacity: body.utf8.count)
+            buffer.writeString(body)
+            context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        }
+        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if !keepAlive {
+            done.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        }
+    }
+
+    private func respond(context: ChannelHandlerContext, head: HTTPRequestHead) {
+        let request = parse(head.uri)
+        let keepAlive = head.isKeepAlive
+        let isHead = head.method == .HEAD
+        if request.path == "/__stats" {
+            let s = "{\"connections\":\(counters.connections.load(ordering: .relaxed)),\"requests\":\(counters.requests.load(ordering: .relaxed)),\"bodyBytes\":\(counters.bodyBytes.load(ordering: .relaxed))}\n"
+            simple(context: context, status: .ok, body: s, keepAlive: keepAlive)
+            return
+        }
+        let components = request.path.split(separator: "/")
+        guard components.count >= 2, components[0] == "size", let size = Int64(components[1]), size >= 0 else {
+            simple(context: context, status: .notFound, body: "not found\n", keepAlive: keepAlive, isHead: isHead)
+            return
+        }
+        guard head.method == .GET || head.method == .HEAD else {
+            simple(context: context, status: .methodNotAllowed, body: "method not allowed\n", keepAlive: keepAlive)
+            return
+        }
+        let seed = request.query["seed"].flatMap { UInt64($0) } ?? 0
+        let content = SyntheticContent(size: size, seed: seed)
+        let q = request.query
+        if isHead && q["nohead"] == "1" {
+            simple(context: context, status: .methodNotAllowed, body: "", keepAlive: keepAlive, isHead: true)
+            return
+        }
+        var rate = defaultRate
+        if let r = q["rate"].flatMap({ Int64($0) }) { rate = slowed ? max(1, r / 16) : r }
+        let noLength = q["nolength"]
+        let honourRanges = q["norange"] != "1"
+        let etag = "\"" + (q["etag"] ?? "sf-\(size)-\(seed)") + "\""
+
+        var status = HTTPResponseStatus.ok
+        var range = 0..<size
+        var headers = HTTPHeaders()
+        if honourRanges, let rangeHeader = head.headers.first(name: "Range") {
+            switch parseRange(rangeHeader, size: size) {
+            case .whole:
+                break
+            case .unsatisfiable:
+                simple(context: context, status: .rangeNotSatisfiable, body: "",
+                       headers: [("Content-Range", "bytes */\(size)")], keepAlive: keepAlive, isHead: isHead)
+                return
+            case .range(let r):
+                status = .partialContent
+                range = r
+                headers.add(name: "Content-Range", value: "bytes \(r.lowerBound)-\(r.upperBound - 1)/\(size)")
+            }
+        }
+        if honourRanges && q["noacceptranges"] != "1" { headers.add(name: "Accept-Ranges", value: "bytes") }
+        headers.add(name: "ETag", value: etag)
+        headers.add(name: "Last-Modified", value: "Mon, 02 Nov 2026 10:00:00 GMT")
+        headers.add(name: "Content-Type", value: "application/octet-stream")
+        var closeAfter = !keepAlive
+        switch noLength {
+        case "chunked" where !isHead:
+            headers.add(name: "Transfer-Encoding", value: "chunked")
+        case "close" where !isHead:
+            closeAfter = true
+        case "chunked", "close":
+            break
+        default:
+            headers.add(name: "Content-Length", value: String(range.count))
+        }
+        if closeAfter { headers.add(name: "Connection", value: "close") }
+        context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        if isHead {
+            finish(context: context, close: closeAfter)
+            return
+        }
+        busy = true
+        send(context: context, content: content, from: range.lowerBound, to: range.upperBound, rate: rate, close: closeAfter)
+    }
+
+    private func finish(context: ChannelHandlerContext, close: Bool) {
+        busy = false
+        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if close {
+            done.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        }
+    }
+
+    /// Streams `[from, to)`; with a rate, each piece waits until the token bucket allows it.
+    private func send(context: ChannelHandlerContext, content: SyntheticContent, from: Int64, to: Int64, rate: Int64, close: Bool) {
+        guard context.channel.isActive else { busy = false; return }
+        if from >= to {
+            finish(context: context, close: close)
+            return
+        }
+        let now = NIODeadline.now()
+        if rate > 0 && nextSend > now {
+            context.eventLoop.assumeIsolated().scheduleTask(deadline: nextSend) {
+                self.send(context: context, content: content, from: from, to: to, rate: rate, close: close)
+            }
+            return
+        }
+        // Pieces of about 1/50 s at the capped rate, so the cap holds with no burst.
+        var piece: Int64 = 256 * 1024
+        if rate > 0 { piece = max(1024, min(piece, rate / 50)) }
+        let n = Int(min(piece, to - from))
+        var buffer = context.channel.allocator.buffer(capacity: n)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: n) { raw in
+            content.fill(UnsafeMutableRawBufferPointer(rebasing: raw[0..<n]), from: from)
+            return n
+        }
+        if rate > 0 {
+            let base = max(nextSend, now)
+            nextSend = base + .nanoseconds(Int64(n) * 1_000_000_000 / rate)
+        }
+        let written = context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))))
+        counters.bodyBytes.wrappingAdd(Int64(n), ordering: .relaxed)
+        written.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success:
+                self.send(context: context, content: content, from: from + Int64(n), to: to, rate: rate, close: close)
+            case .failure:
+                self.busy = false
+                context.close(promise: nil)
+            }
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
+
+enum RangeRequest: Equatable {
+    case whole
+    case unsatisfiable
+    case range(Range<Int64>)
+}
+
+/// Parses a single-range `Range` header against a size (RFC 9110 §14.1.2).
+func parseRange(_ value: String, size: Int64) -> RangeRequest {
+    let trimmed = value.trimmingCharactersInSpaces()
+    guard trimmed.hasPrefix("bytes=") else { return .whole }
+    let spec = trimmed.dropFirst("bytes=".count)
+    if spec.contains(",") { return .whole }  // multiple ranges: this server sends the whole body
+    let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+    guard parts.count == 2 else { return .whole }
+    if parts[0].isEmpty {
+        guard let suffix = Int64(parts[1]), suffix > 0 else { return .unsatisfiable }
+        if size == 0 { return .unsatisfiable }
+        return .range(max(0, size - suffix)..<size)
+    }
+    guard let first = Int64(parts[0]) else { return .whole }
+    if first >= size { return .unsatisfiable }
+    let last = parts[1].isEmpty ? size - 1 : min(Int64(parts[1]) ?? -1, size - 1)
+    if last < first { return .whole }
+    return .range(first..<(last + 1))
+}
+
+extension String {
+    func trimmingCharactersInSpaces() -> String {
+        var s = Substring(self)
+        while s.first == " " { s.removeFirst() }
+        while s.last == " " { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,129 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// An HTTP/1.1 server for tests and demos, on loopback, serving deterministic content.
+///
+/// Every path of the form `/size/N/NAME` serves ``SyntheticContent`` of `N` bytes (seed from the
+/// `seed` query item, default 0). Query items switch behaviours per request, so one server serves
+/// every case a test needs:
+///
+/// | query item | effect |
+/// |---|---|
+/// | `rate=B` | caps this connection at `B` bytes/s (token bucket per TCP connection, no burst) |
+/// | `norange=1` | ignores `Range`: always `200` with the whole body |
+/// | `nohead=1` | answers `HEAD` with `405` |
+/// | `nolength=chunked` / `nolength=close` | no `Content-Length`: chunked, or delimited by closing |
+/// | `noacceptranges=1` | leaves out `Accept-Ranges` |
+/// | `etag=X` | sends `ETag: "X"` instead of the default |
+///
+/// `GET /__stats` answers `{"connections":…,"requests":…,"bodyBytes":…}`.
+///
+/// Thread safety: all methods may be called from any thread; counters are atomic.
+public final class TestServer: Sendable {
+    /// Server-wide behaviour.
+    public struct Configuration: Sendable {
+        /// Per-connection rate cap in bytes per second; `0` is unlimited.
+        public var rateLimit: Int64 = 0
+        /// Every `slowEvery`-th connection (1-based, counted by the server) runs `slowFactor` times
+        /// slower than `rateLimit`; `0` disables.
+        public var slowEvery: Int = 0
+        /// The slow-down of slow connections.
+        public var slowFactor: Int64 = 16
+        public var host: String = "127.0.0.1"
+        /// `0` picks a free port.
+        public var port: Int = 0
+
+        public init(rateLimit: Int64 = 0, slowEvery: Int = 0, slowFactor: Int64 = 16, host: String = "127.0.0.1", port: Int = 0) {
+            self.rateLimit = rateLimit
+            self.slowEvery = slowEvery
+            self.slowFactor = slowFactor
+            self.host = host
+            self.port = port
+        }
+    }
+
+    /// Counters of what the server did.
+    public struct Statistics: Sendable, Equatable {
+        public var connections: Int
+        public var requests: Int
+        /// Body bytes written to sockets, over all responses.
+        public var bodyBytes: Int64
+    }
+
+    final class Counters: Sendable {
+        let connections = Atomic<Int>(0)
+        let requests = Atomic<Int>(0)
+        let bodyBytes = Atomic<Int64>(0)
+    }
+
+    let configuration: Configuration
+    let counters = Counters()
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: any Channel
+
+    /// The port the server listens on.
+    public let port: Int
+
+    /// Starts a server.
+    public init(configuration: Configuration = Configuration()) async throws {
+        self.configuration = configuration
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.group = group
+        let counters = self.counters
+        let config = configuration
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let index = counters.connections.wrappingAdd(1, ordering: .relaxed).newValue
+                    var rate = config.rateLimit
+                    if config.slowEvery > 0 && index % config.slowEvery == 0 && rate > 0 {
+                        rate = max(1, rate / config.slowFactor)
+                    }
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(
+                        RequestHandler(counters: counters, defaultRate: rate, slowed: rate != config.rateLimit))
+                }
+            }
+        do {
+            channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        port = channel.localAddress?.port ?? 0
+    }
+
+    /// The base URL, e.g. `http://127.0.0.1:12345`.
+    public var baseURL: String { "http://\(configuration.host):\(port)" }
+
+    /// The URL of synthetic content of `size` bytes, with optional query items.
+    public func url(size: Int64, name: String = "file.bin", seed: UInt64 = 0, query: [String: String] = [:]) -> String {
+        var items = query
+        if seed != 0 { items["seed"] = String(seed) }
+        let q = items.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "&")
+        return "\(baseURL)/size/\(size)/\(name)" + (q.isEmpty ? "" : "?" + q)
+    }
+
+    /// What the server has done so far.
+    public var statistics: Statistics {
+        Statistics(connections: counters.connections.load(ordering: .relaxed),
+                   requests: counters.requests.load(ordering: .relaxed),
+                   bodyBytes: counters.bodyBytes.load(ordering: .relaxed))
+    }
+
+    /// Stops listening, closes connections and ends the event loop.
+    public func shutdown() async {
+        try? await channel.close()
+        try? await group.shutdownGracefully()
+    }
+
+    /// Waits until the listening channel closes (for the command-line server).
+    public func waitUntilClosed() async throws {
+        try await channel.closeFuture.get()
+    }
+}

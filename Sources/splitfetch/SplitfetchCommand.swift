@@ -1,0 +1,193 @@
+import ArgumentParser
+import Dispatch
+import FoundationEssentials
+import Splitfetch
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@main
+struct SplitfetchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "splitfetch",
+        abstract: "Download one file over several HTTP(S) connections at once.",
+        discussion: """
+            Probes the file, splits it into byte ranges, fetches them in parallel into NAME.part, \
+            and renames it to NAME when every byte is on disk. Idle connections take over half of \
+            the slowest remaining range, so the end of a download is not left to one connection.
+
+            EXIT STATUS
+            \(ExitStatus.table)
+            """,
+        version: splitfetchVersion)
+
+    @Argument(help: "The http or https URL to download.")
+    var url: String
+
+    @Option(name: [.customShort("n"), .long], help: "Parallel connections (1-\(DownloadOptions.maximumConnections)).")
+    var connections: Int = 8
+
+    @Option(name: [.short, .long], help: "Output file name (default: the last path component of the URL).")
+    var output: String?
+
+    @Option(name: [.short, .long], help: "Directory for the output; a relative --output is taken inside it.")
+    var directory: String?
+
+    @Option(help: "Smallest initial range per connection, e.g. 1M, 512K.", transform: { text in
+        guard let n = ByteCount.parse(text), n > 0 else { throw ValidationError("invalid size '\(text)'") }
+        return n
+    })
+    var minSegmentSize: Int64 = 1 << 20
+
+    @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
+    var header: [String] = []
+
+    @Option(help: "User-Agent header.")
+    var userAgent: String = "splitfetch/\(splitfetchVersion)"
+
+    @Option(help: "Retries per failed request.")
+    var retries: Int = 5
+
+    @Option(help: "Seconds to wait for a connection.")
+    var connectTimeout: Double = 15
+
+    @Option(help: "Seconds without data before a connection is replaced.")
+    var stallTimeout: Double = 20
+
+    @Flag(name: [.short, .long], help: "Print nothing but errors.")
+    var quiet = false
+
+    @Option(help: "Write final statistics as JSON to this file.")
+    var statsJson: String?
+
+    @Flag(name: [.short, .long], help: "Replace an existing output file.")
+    var force = false
+
+    @Flag(help: "Skip the fdatasync before the final rename (faster, not power-cut safe).")
+    var noSync = false
+
+    func validate() throws {
+        guard (1...DownloadOptions.maximumConnections).contains(connections) else {
+            throw ValidationError("--connections must be between 1 and \(DownloadOptions.maximumConnections)")
+        }
+        guard retries >= 0 else { throw ValidationError("--retries must not be negative") }
+        guard connectTimeout > 0, stallTimeout > 0 else { throw ValidationError("timeouts must be positive") }
+        if let output, output.isEmpty { throw ValidationError("--output must not be empty") }
+    }
+
+    /// The destination path from `-o`, `-d` and the URL.
+    func destination() throws -> String {
+        let name = output ?? defaultFileName(forURL: url)
+        guard let directory, !name.hasPrefix("/") else { return name }
+        return directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+
+    func makeOptions() -> DownloadOptions {
+        var options = DownloadOptions()
+        options.connections = connections
+        options.minimumSegmentSize = minSegmentSize
+        options.headers = header
+        options.userAgent = userAgent
+        options.retries = retries
+        options.connectTimeout = connectTimeout
+        options.stallTimeout = stallTimeout
+        options.allowOverwrite = force
+        options.syncBeforeRename = !noSync
+        return options
+    }
+
+    static func main() async {
+        let command: SplitfetchCommand
+        do {
+            command = try parseAsRoot() as! SplitfetchCommand
+        } catch {
+            let status = exitCode(for: error)
+            if status == .success {
+                print(fullMessage(for: error))
+                Glibc.exit(0)
+            }
+            writeRaw("splitfetch: \(fullMessage(for: error))\n")
+            Glibc.exit(ExitStatus.usage.rawValue)
+        }
+        let status = await command.execute()
+        Glibc.exit(status.rawValue)
+    }
+
+    func execute() async -> ExitStatus {
+        let path: String
+        do { path = try destination() } catch { return fail(.usage, "\(error)") }
+        let options = makeOptions()
+        do { try options.validate() } catch { return fail(.usage, error.message) }
+
+        let download = Download(url, to: path, options: options)
+        let work = Task { try await download.run() }
+        let signals = SignalForwarder(onSignal: { work.cancel() })
+        defer { signals.stop() }
+
+        let quiet = self.quiet
+        let renderer = Task {
+            var renderer = ProgressRenderer(quiet: quiet)
+            for await event in download.events { renderer.handle(event) }
+        }
+        let result = await work.result
+        await renderer.value
+
+        switch result {
+        case .success(let statistics):
+            if !quiet {
+                writeRaw("\(path): \(ByteCount.format(Double(statistics.size))) in \(ByteCount.fixed(statistics.seconds, 2)) s, "
+                    + "\(ByteCount.format(statistics.averageBytesPerSecond))/s, \(statistics.connectionCount) connection"
+                    + "\(statistics.connectionCount == 1 ? "" : "s"), \(statistics.requests) requests, \(statistics.retries) retries\n")
+            }
+            if let statsJson {
+                do { try writeStatistics(statistics, to: statsJson) } catch {
+                    return fail(.fileIO, "cannot write statistics to \(statsJson): \(error)")
+                }
+            }
+            return .success
+        case .failure(let error as DownloadError):
+            if error.code == .interrupted {
+                writeRaw("\nsplitfetch: interrupted; \(path) was not completed\n")
+                return .interrupted
+            }
+            return fail(ExitStatus(error.code), error.message)
+        case .failure(let error):
+            return fail(.failure, "\(error)")
+        }
+    }
+
+    private func fail(_ status: ExitStatus, _ message: String) -> ExitStatus {
+        writeRaw("splitfetch: \(message)\n")
+        return status
+    }
+
+    private func writeStatistics(_ statistics: DownloadStatistics, to path: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        var data = try encoder.encode(statistics)
+        data.append(contentsOf: "\n".utf8)
+        try data.write(to: URL(fileURLWithPath: path))
+    }
+}
+
+/// Turns SIGINT and SIGTERM into a callback (cancelling the download) instead of an abrupt exit.
+final class SignalForwarder {
+    private let sources: [any DispatchSourceSignal]
+
+    init(onSignal: @escaping @Sendable () -> Void) {
+        var made: [any DispatchSourceSignal] = []
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler(handler: onSignal)
+            source.resume()
+            made.append(source)
+        }
+        sources = made
+    }
+
+    func stop() {
+        for source in sources { source.cancel() }
+    }
+}
