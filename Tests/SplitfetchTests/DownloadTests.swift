@@ -1,0 +1,198 @@
+import Splitfetch
+import TestHTTPServer
+import Testing
+
+/// End-to-end downloads through the library against the in-process test server. Every file is
+/// checked by SHA-256 against the content the server generates.
+@Suite("Download against the test server")
+struct DownloadTests {
+    @Test("sizes 0, 1, a prime, and one not a multiple of the segment size",
+          arguments: [0, 1, 1_000_003, (5 << 20) + 12_345] as [Int64])
+    func sizes(size: Int64) async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/out.bin"
+                let (stats, digest) = try await download(server.url(size: size, seed: 7), to: path, options: testOptions())
+                #expect(digest == SyntheticContent(size: size, seed: 7).sha256Hex())
+                #expect(stats.size == size)
+                #expect(fileSize(path) == size)
+                #expect(!fileExists(path + ".part"))
+                if size > 1 << 20 { #expect(stats.mode == .segmented && stats.connectionCount > 1) }
+            }
+        }
+    }
+
+    @Test func serverThatIgnoresRangesGetsOneStream() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 3_000_017
+                let (stats, digest) = try await download(server.url(size: size, query: ["norange": "1"]), to: dir + "/f", options: testOptions())
+                #expect(digest == SyntheticContent(size: size).sha256Hex())
+                #expect(stats.mode == .single)
+                #expect(stats.connectionCount == 1)
+            }
+        }
+    }
+
+    @Test func serverThatRefusesHeadIsProbedWithARangedGet() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 4_000_037
+                let url = server.url(size: size, query: ["nohead": "1"])
+                let download = Download(url, to: dir + "/f", options: testOptions())
+                let probes = Task { () -> RemoteResource? in
+                    for await event in download.events { if case .probed(let r) = event { return r } }
+                    return nil
+                }
+                let stats = try await download.run()
+                let resource = await probes.value
+                #expect(resource?.probeMethod == "range-get")
+                #expect(resource?.size == size)
+                #expect(stats.mode == .segmented)
+                #expect(try sha256HexOfFile(atPath: dir + "/f") == SyntheticContent(size: size).sha256Hex())
+            }
+        }
+    }
+
+    @Test("no Content-Length: chunked or close-delimited, with and without ranges",
+          arguments: ["chunked", "close"])
+    func noContentLength(style: String) async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 2_500_009
+                // Ranges still work: the 206 total gives the size.
+                let (s1, d1) = try await download(server.url(size: size, query: ["nolength": style]), to: dir + "/a", options: testOptions())
+                #expect(d1 == SyntheticContent(size: size).sha256Hex())
+                #expect(s1.mode == .segmented)
+                // No ranges and no length: one stream to the end.
+                let (s2, d2) = try await download(server.url(size: size, query: ["nolength": style, "norange": "1"]),
+                                                  to: dir + "/b", options: testOptions())
+                #expect(d2 == SyntheticContent(size: size).sha256Hex())
+                #expect(s2.mode == .single)
+                #expect(s2.size == size)
+            }
+        }
+    }
+
+    @Test func slowConnectionsAreOvertakenBySplits() async throws {
+        // Every 4th connection runs 16 times slower; idle connections must take over its range.
+        try await withServer(.init(rateLimit: 4 << 20, slowEvery: 4, slowFactor: 16)) { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 8 << 20
+                var options = testOptions(connections: 4, minimumSegmentSize: 1 << 20)
+                options.minimumSplitSize = 64 << 10
+                let (stats, digest) = try await download(server.url(size: size), to: dir + "/f", options: options)
+                #expect(digest == SyntheticContent(size: size).sha256Hex())
+                #expect(stats.splits > 0)
+                #expect(stats.requests > stats.connectionCount)
+            }
+        }
+    }
+
+    @Test func existingOutputIsLeftAlone() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/keep.txt"
+                write("precious\n", to: path)
+                let error = await failure(server.url(size: 1000), to: path, options: testOptions())
+                #expect(error?.code == .outputExists)
+                #expect(read(path) == "precious\n")
+                var options = testOptions()
+                options.allowOverwrite = true
+                let (_, digest) = try await download(server.url(size: 1000), to: path, options: options)
+                #expect(digest == SyntheticContent(size: 1000).sha256Hex())
+            }
+        }
+    }
+
+    @Test func notFoundIsAnHTTPErrorAndLeavesNoFiles() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/missing"
+                let error = await failure(server.baseURL + "/nothing/here", to: path, options: testOptions())
+                #expect(error?.code == .http)
+                #expect(error?.httpStatus == 404)
+                #expect(error?.message.contains("/nothing/here") == true)
+                #expect(!fileExists(path))
+                #expect(!fileExists(path + ".part"))
+            }
+        }
+    }
+
+    @Test func refusedConnectionIsANetworkError() async throws {
+        // Bind a server to learn a free port, then stop it so nothing listens there.
+        let server = try await TestServer()
+        let url = server.url(size: 10)
+        await server.shutdown()
+        try await withTemporaryDirectory { dir in
+            var options = testOptions()
+            options.retries = 1
+            let error = await failure(url, to: dir + "/f", options: options)
+            #expect(error?.code == .network)
+            #expect(error?.message.contains("127.0.0.1") == true)
+            #expect(!fileExists(dir + "/f.part"))
+        }
+    }
+
+    @Test(arguments: ["ftp://127.0.0.1/x", "file:///etc/passwd", "not a url", "http://"])
+    func nonHTTPURLsAreUsageErrors(url: String) async throws {
+        try await withTemporaryDirectory { dir in
+            let error = await failure(url, to: dir + "/f", options: testOptions())
+            #expect(error?.code == .usage)
+        }
+    }
+
+    @Test func cancellingTheTaskInterruptsPromptlyAndCleansUp() async throws {
+        try await withServer(.init(rateLimit: 64 << 10)) { server in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/slow.bin"
+                let download = Download(server.url(size: 64 << 20), to: path, options: testOptions(connections: 4))
+                let task = Task { try await download.run() }
+                // Wait (bounded by the event stream's end) until bytes arrive, then cancel.
+                for await event in download.events {
+                    if case .progress(let p) = event, p.bytesWritten > 0 { break }
+                }
+                let clock = ContinuousClock()
+                let cancelledAt = clock.now
+                task.cancel()
+                do {
+                    _ = try await task.value
+                    Issue.record("cancelled download completed")
+                } catch let error as DownloadError {
+                    #expect(error.code == .interrupted)
+                }
+                #expect(clock.now - cancelledAt < .seconds(5))
+                #expect(!fileExists(path))
+                #expect(!fileExists(path + ".part"))
+            }
+        }
+    }
+
+    @Test func progressEventsAndStatisticsAddUp() async throws {
+        try await withServer(.init(rateLimit: 8 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 6 << 20
+                let download = Download(server.url(size: size), to: dir + "/f", options: testOptions(connections: 4))
+                let collector = Task { () -> (Int, DownloadStatistics?) in
+                    var progressCount = 0
+                    var final: DownloadStatistics?
+                    for await event in download.events {
+                        switch event {
+                        case .progress: progressCount += 1
+                        case .finished(let s): final = s
+                        default: break
+                        }
+                    }
+                    return (progressCount, final)
+                }
+                let stats = try await download.run()
+                let (progressCount, final) = await collector.value
+                #expect(progressCount > 0)
+                #expect(final == stats)
+                #expect(stats.connections.reduce(0) { $0 + $1.bytes } == size)
+                #expect(stats.requests == stats.connections.reduce(0) { $0 + $1.requests })
+                #expect(try sha256HexOfFile(atPath: dir + "/f") == SyntheticContent(size: size).sha256Hex())
+            }
+        }
+    }
+}

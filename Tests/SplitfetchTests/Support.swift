@@ -1,0 +1,112 @@
+import Splitfetch
+import TestHTTPServer
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A fresh directory under the system temp directory, removed afterwards.
+func withTemporaryDirectory<R>(_ body: (String) async throws -> R) async throws -> R {
+    var template = Array("/tmp/splitfetch-test-XXXXXX".utf8CString)
+    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+    guard let made else { throw TestFailure("mkdtemp failed") }
+    let path = String(cString: made)
+    defer { removeTree(path) }
+    return try await body(path)
+}
+
+/// Removes a directory of plain files (the tests create nothing deeper).
+func removeTree(_ path: String) {
+    guard let dir = opendir(path) else { return }
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        if name == "." || name == ".." { continue }
+        unlink(path + "/" + name)
+    }
+    closedir(dir)
+    rmdir(path)
+}
+
+/// Runs `body` with a test server that is shut down afterwards.
+func withServer<R>(_ configuration: TestServer.Configuration = .init(), _ body: (TestServer) async throws -> R) async throws -> R {
+    let server = try await TestServer(configuration: configuration)
+    do {
+        let result = try await body(server)
+        await server.shutdown()
+        return result
+    } catch {
+        await server.shutdown()
+        throw error
+    }
+}
+
+func fileExists(_ path: String) -> Bool {
+    var info = stat()
+    return lstat(path, &info) == 0
+}
+
+func fileSize(_ path: String) -> Int64? {
+    var info = stat()
+    return stat(path, &info) == 0 ? Int64(info.st_size) : nil
+}
+
+/// Options that keep tests quick: short timeouts and retry delays.
+func testOptions(connections: Int = 8, minimumSegmentSize: Int64 = 256 << 10) -> DownloadOptions {
+    var options = DownloadOptions()
+    options.connections = connections
+    options.minimumSegmentSize = minimumSegmentSize
+    options.minimumSplitSize = 16 << 10
+    options.retryBaseDelay = 0.01
+    options.retryMaximumDelay = 0.2
+    options.probeTimeout = 5
+    options.connectTimeout = 5
+    options.stallTimeout = 10
+    options.progressInterval = 0.05
+    options.syncBeforeRename = false
+    return options
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Downloads `url` to `path` and returns the statistics and the file's SHA-256.
+func download(_ url: String, to path: String, options: DownloadOptions) async throws -> (DownloadStatistics, String) {
+    let statistics = try await Download(url, to: path, options: options).run()
+    return (statistics, try sha256HexOfFile(atPath: path))
+}
+
+func write(_ text: String, to path: String) {
+    let f = fopen(path, "w")!
+    fputs(text, f)
+    fclose(f)
+}
+
+func read(_ path: String) -> String? {
+    guard let f = fopen(path, "r") else { return nil }
+    defer { fclose(f) }
+    var out = ""
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = fread(&buffer, 1, buffer.count, f)
+        if n <= 0 { break }
+        out += String(decoding: buffer[0..<n], as: UTF8.self)
+    }
+    return out
+}
+
+/// Runs a download that must fail and returns its error (recording an issue if it succeeds).
+func failure(_ url: String, to path: String, options: DownloadOptions,
+             sourceLocation: SourceLocation = #_sourceLocation) async -> DownloadError? {
+    do {
+        _ = try await Download(url, to: path, options: options).run()
+        Issue.record("download of \(url) succeeded but should have failed", sourceLocation: sourceLocation)
+        return nil
+    } catch {
+        return error
+    }
+}
