@@ -1,0 +1,415 @@
+#!/usr/bin/env python3
+"""Side-by-side download benchmark: splitfetch against aria2, axel, lftp pget, wget2, curl, wget.
+
+Every tool downloads the same URL with the same connection count; runs are interleaved
+(A, B, C, ... then again) so machine drift hits every tool alike; each figure is the median of
+the runs with min-max; every output is checked by SHA-256 and a wrong file counts as a failed
+run. Results go to RESULTS/table.md, RESULTS/results.csv and RESULTS/throughput.svg.
+
+Servers run only on 127.0.0.1: nginx with its own config and pid file, and the project's
+sf-testserver (a token bucket per TCP connection, no burst).
+"""
+import argparse
+import csv
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+MiB = 1 << 20
+GiB = 1 << 30
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            s.settimeout(0.2)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(4 * MiB)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+class Nginx:
+    """nginx on loopback with its own prefix; / unthrottled, /limited/ with limit_rate."""
+
+    def __init__(self, workdir, root, rate="4m"):
+        self.dir = os.path.join(workdir, "nginx")
+        os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
+        os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
+        self.port = free_port()
+        self.log = os.path.join(self.dir, "logs", "access.log")
+        conf = f"""
+worker_processes 1;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/logs/error.log warn;
+daemon on;
+events {{ worker_connections 4096; }}
+http {{
+  log_format sent '$request_uri $status $body_bytes_sent';
+  access_log {self.log} sent;
+  client_body_temp_path {self.dir}/tmp/body;
+  proxy_temp_path {self.dir}/tmp/proxy;
+  fastcgi_temp_path {self.dir}/tmp/fastcgi;
+  uwsgi_temp_path {self.dir}/tmp/uwsgi;
+  scgi_temp_path {self.dir}/tmp/scgi;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 100000;
+  default_type application/octet-stream;
+  server {{
+    listen 127.0.0.1:{self.port};
+    root {root};
+    location /limited/ {{ alias {root}/; limit_rate {rate}; }}
+  }}
+}}
+"""
+        with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
+            f.write(conf)
+        subprocess.run(["/usr/sbin/nginx", "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf"),
+                        "-e", os.path.join(self.dir, "logs", "error.log")], check=True)
+        wait_port(self.port)
+
+    def requests_since(self, offset):
+        with open(self.log, "rb") as f:
+            f.seek(offset)
+            lines = f.read().decode(errors="replace").splitlines()
+        return sum(1 for l in lines if " 200 " in l or " 206 " in l)
+
+    def log_size(self):
+        return os.path.getsize(self.log) if os.path.exists(self.log) else 0
+
+    def stop(self):
+        pidfile = os.path.join(self.dir, "nginx.pid")
+        if os.path.exists(pidfile):
+            pid = int(open(pidfile).read().strip())
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                return
+            for _ in range(50):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    return
+                time.sleep(0.1)
+
+
+class TestServer:
+    """The project's sf-testserver: exact per-connection token bucket."""
+
+    def __init__(self, workdir, binary, rate, slow_every=0, slow_factor=16):
+        portfile = os.path.join(workdir, f"ts-{rate}-{slow_every}.port")
+        args = [binary, "serve", "--rate", str(rate), "--port-file", portfile]
+        if slow_every:
+            args += ["--slow-every", str(slow_every), "--slow-factor", str(slow_factor)]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(portfile) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.port = int(open(portfile).read())
+        wait_port(self.port)
+
+    def stats(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/__stats", timeout=5) as r:
+            return json.loads(r.read())
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+# Each tool: argv for (url, output path, connections, size).
+def tool_commands(splitfetch):
+    def sf(url, out, n, size):
+        return [splitfetch, "-q", "-n", str(n), "--force", "-o", os.path.basename(out), "-d", os.path.dirname(out), url]
+
+    def aria2(url, out, n, size):
+        return ["aria2c", "-q", "-x", str(n), "-s", str(n), "-k", "1M", "--allow-overwrite=true",
+                "--auto-file-renaming=false", "-d", os.path.dirname(out), "-o", os.path.basename(out), url]
+
+    def axel(url, out, n, size):
+        return ["axel", "-q", "-n", str(n), "-o", out, url]
+
+    def lftp(url, out, n, size):
+        return ["lftp", "-c", f"set net:max-retries 2; pget -n {n} -o '{out}' '{url}'"]
+
+    def wget2(url, out, n, size):
+        chunk = max(1 * MiB, (size + n - 1) // n)
+        return ["wget2", "-q", "--no-robots", f"--max-threads={n}", f"--chunk-size={chunk}", "-O", out, url]
+
+    def curl(url, out, n, size):
+        return ["curl", "-s", "-o", out, url]
+
+    def wget(url, out, n, size):
+        return ["wget", "-q", "-O", out, url]
+
+    return {"splitfetch": (sf, True), "aria2": (aria2, True), "axel": (axel, True), "lftp": (lftp, True),
+            "wget2": (wget2, True), "curl": (curl, False), "wget": (wget, False)}
+
+
+def run_once(argv, out, expected_sha, timeout):
+    timefile = out + ".time"
+    for p in (out, out + ".st", out + ".aria2", out + ".part", out + ".part.json"):
+        if os.path.exists(p):
+            os.remove(p)
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", timefile] + argv,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout)
+        rc = proc.returncode
+        err = proc.stderr.decode(errors="replace")[-300:]
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": "timeout"}
+    wall = time.monotonic() - start
+    if rc != 0 or not os.path.exists(out):
+        return {"ok": False, "error": f"exit {rc}: {err.strip()}"}
+    digest = sha256_file(out)
+    os.remove(out)
+    if digest != expected_sha:
+        return {"ok": False, "error": "SHA-256 mismatch"}
+    parts = open(timefile).read().split()
+    os.remove(timefile)
+    return {"ok": True, "wall": wall, "cpu": float(parts[1]) + float(parts[2]), "rss_kib": int(parts[3])}
+
+
+def summarize(values):
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--splitfetch", default=os.path.join(ROOT, ".build/release/splitfetch"))
+    ap.add_argument("--testserver", default=os.path.join(ROOT, ".build/release/sf-testserver"))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--scenarios", default="1,2,3,4")
+    ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
+    ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
+    ap.add_argument("--results", default=os.path.join(ROOT, "results", "latest"))
+    args = ap.parse_args()
+
+    tools_all = tool_commands(os.path.abspath(args.splitfetch))
+    tools = [t for t in args.tools.split(",") if t in tools_all]
+    missing = [t for t in tools if t != "splitfetch" and shutil.which(tools_all[t][0]("u", "/x/o", 1, 1)[0]) is None]
+    if missing:
+        print(f"bench: not installed, skipped: {', '.join(missing)}", file=sys.stderr)
+        tools = [t for t in tools if t not in missing]
+    scenarios = [int(s) for s in args.scenarios.split(",") if s]
+    os.makedirs(args.results, exist_ok=True)
+
+    work = tempfile.mkdtemp(prefix="splitfetch-bench-")
+    os.chmod(work, 0o755)
+    www = os.path.join(work, "www")
+    out_dir = os.path.join(work, "out")
+    os.makedirs(www)
+    os.makedirs(out_dir)
+    os.chmod(www, 0o755)
+
+    def make_file(name, size):
+        path = os.path.join(www, name)
+        h = hashlib.sha256()
+        with open(path, "wb") as f:
+            left = size
+            while left:
+                b = os.urandom(min(left, 4 * MiB))
+                f.write(b)
+                h.update(b)
+                left -= len(b)
+        os.chmod(path, 0o644)
+        return h.hexdigest()
+
+    q = args.quick
+    rows = []  # one per (scenario, tool, n)
+    servers = []
+    try:
+        nginx = None
+        if 1 in scenarios or 2 in scenarios:
+            nginx = Nginx(work, www)
+            servers.append(nginx)
+
+        def bench(scenario, label, url, size, sha, ns, selected, ideal_rate=None, requests_of=None, timeout=600):
+            for n in ns:
+                results = {t: [] for t in selected}
+                for r in range(args.runs):
+                    for t in selected:  # interleaved
+                        fn, multi = tools_all[t]
+                        conn = n if multi else 1
+                        out = os.path.join(out_dir, f"{t}.bin")
+                        before = requests_of() if requests_of else None
+                        res = run_once(fn(url, out, conn, size), out, sha, timeout)
+                        if requests_of and res["ok"]:
+                            res["requests"] = requests_of(before)
+                        results[t].append(res)
+                        status = f"{res['wall']:.2f} s" if res["ok"] else f"FAILED ({res['error']})"
+                        print(f"bench: scenario {scenario} {label} n={conn} {t} run {r + 1}: {status}", flush=True)
+                for t in selected:
+                    ok = [x for x in results[t] if x["ok"]]
+                    fn, multi = tools_all[t]
+                    row = {"scenario": scenario, "label": label, "tool": t, "connections": n if multi else 1,
+                           "size": size, "runs": len(results[t]), "failed": len(results[t]) - len(ok)}
+                    wall = summarize([x["wall"] for x in ok])
+                    if wall:
+                        row.update({"wall_median": wall["median"], "wall_min": wall["min"], "wall_max": wall["max"],
+                                    "mib_s": size / wall["median"] / MiB,
+                                    "cpu_s_per_gib": statistics.median([x["cpu"] for x in ok]) * GiB / size,
+                                    "rss_mib": max(x["rss_kib"] for x in ok) / 1024})
+                        if ideal_rate:
+                            row["ideal_fraction"] = size / wall["median"] / ideal_rate(n if multi else 1)
+                        reqs = [x.get("requests") for x in ok if x.get("requests") is not None]
+                        if reqs:
+                            row["requests"] = statistics.median(reqs)
+                    rows.append(row)
+
+        def nginx_requests(before=None):
+            if before is None:
+                return nginx.log_size()
+            time.sleep(0.2)  # nginx writes the log line after the response
+            return nginx.requests_since(before)
+
+        if 1 in scenarios:
+            size = 256 * MiB if q else 1 * GiB
+            sha = make_file("s1.bin", size)
+            bench(1, "unthrottled", f"http://127.0.0.1:{nginx.port}/s1.bin", size, sha, [8], tools,
+                  requests_of=nginx_requests)
+        if 2 in scenarios:
+            size = 64 * MiB if q else 256 * MiB
+            sha = make_file("s2.bin", size)
+            bench(2, "nginx limit_rate 4m", f"http://127.0.0.1:{nginx.port}/limited/s2.bin", size, sha,
+                  [16] if q else [4, 8, 16], [t for t in tools if tools_all[t][1]],
+                  ideal_rate=lambda n: n * 4 * MiB, requests_of=nginx_requests)
+        if 3 in scenarios or 4 in scenarios:
+            if 3 in scenarios:
+                ts = TestServer(work, args.testserver, 1 * MiB)
+                servers.append(ts)
+                size = 32 * MiB if q else 64 * MiB
+                sha = hashlib.sha256(b"").hexdigest()
+                sha = subprocess.run([args.testserver, "hash", str(size)], capture_output=True, text=True, check=True).stdout.strip()
+                reqs = lambda before=None: ts.stats()["requests"] if before is None else ts.stats()["requests"] - before
+                bench(3, "strict 1 MiB/s per connection", f"http://127.0.0.1:{ts.port}/size/{size}/s3.bin", size, sha,
+                      [16], [t for t in tools if tools_all[t][1]], ideal_rate=lambda n: n * MiB, requests_of=reqs)
+            if 4 in scenarios:
+                rate = 2 * MiB
+                ts4 = TestServer(work, args.testserver, rate, slow_every=4, slow_factor=16)
+                servers.append(ts4)
+                size = 64 * MiB if q else 128 * MiB
+                sha = subprocess.run([args.testserver, "hash", str(size)], capture_output=True, text=True, check=True).stdout.strip()
+                reqs = lambda before=None: ts4.stats()["requests"] if before is None else ts4.stats()["requests"] - before
+                n = 8
+                # A quarter of the connections at rate/16, the rest at rate.
+                ideal = lambda c: (c - c // 4) * rate + (c // 4) * rate / 16
+                bench(4, "straggler: 1 in 4 connections 16x slower", f"http://127.0.0.1:{ts4.port}/size/{size}/s4.bin",
+                      size, sha, [n], [t for t in tools if tools_all[t][1]], ideal_rate=ideal, requests_of=reqs)
+    finally:
+        for s in servers:
+            s.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    write_results(args.results, rows)
+
+
+def write_results(directory, rows):
+    fields = ["scenario", "label", "tool", "connections", "size", "runs", "failed", "wall_median", "wall_min",
+              "wall_max", "mib_s", "ideal_fraction", "cpu_s_per_gib", "rss_mib", "requests"]
+    with open(os.path.join(directory, "results.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in fields})
+    machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores"
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"Measured {date} on {machine} (loopback).", ""]
+    for scenario in sorted({r["scenario"] for r in rows}):
+        srows = [r for r in rows if r["scenario"] == scenario]
+        lines.append(f"### Scenario {scenario}: {srows[0]['label']}, {srows[0]['size'] // MiB} MiB")
+        lines.append("")
+        lines.append("| tool | N | wall s (median, min–max) | MiB/s | of ideal | CPU s/GiB | peak RSS MiB | requests | failed |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
+        for r in srows:
+            if "wall_median" in r:
+                ideal = f"{r['ideal_fraction'] * 100:.1f}%" if "ideal_fraction" in r else "–"
+                req = f"{r['requests']:.0f}" if "requests" in r else "–"
+                lines.append(f"| {r['tool']} | {r['connections']} | {r['wall_median']:.2f} ({r['wall_min']:.2f}–{r['wall_max']:.2f}) "
+                             f"| {r['mib_s']:.1f} | {ideal} | {r['cpu_s_per_gib']:.2f} | {r['rss_mib']:.1f} | {req} | {r['failed']}/{r['runs']} |")
+            else:
+                lines.append(f"| {r['tool']} | {r['connections']} | – | – | – | – | – | – | {r['failed']}/{r['runs']} |")
+        lines.append("")
+    with open(os.path.join(directory, "table.md"), "w") as f:
+        f.write("\n".join(lines))
+    write_svg(os.path.join(directory, "throughput.svg"), rows)
+    print("\n".join(lines))
+
+
+def write_svg(path, rows):
+    """Throughput against connection count per tool, for scenario 2 (and any multi-N scenario)."""
+    data = [r for r in rows if r["scenario"] == 2 and "mib_s" in r]
+    if not data:
+        data = [r for r in rows if "mib_s" in r]
+    tools = sorted({r["tool"] for r in data})
+    ns = sorted({r["connections"] for r in data})
+    width, height, left, bottom, top, right = 640, 400, 60, 50, 30, 140
+    ymax = max([r["mib_s"] for r in data] + [1]) * 1.1
+    xs = {n: left + (i + 0.5) * (width - left - right) / max(1, len(ns)) for i, n in enumerate(ns)}
+    y = lambda v: top + (height - top - bottom) * (1 - v / ymax)
+    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{left}" y="18">Throughput (MiB/s) by connection count{" — nginx limit_rate 4m" if data and data[0]["scenario"] == 2 else ""}</text>',
+           f'<line x1="{left}" y1="{y(0)}" x2="{width - right}" y2="{y(0)}" stroke="black"/>',
+           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{y(0)}" stroke="black"/>']
+    for i in range(6):
+        v = ymax * i / 5
+        out.append(f'<text x="{left - 6}" y="{y(v) + 4}" text-anchor="end">{v:.0f}</text>')
+        out.append(f'<line x1="{left}" y1="{y(v)}" x2="{width - right}" y2="{y(v)}" stroke="#ddd"/>')
+    for n, x in xs.items():
+        out.append(f'<text x="{x}" y="{height - bottom + 18}" text-anchor="middle">N={n}</text>')
+    for i, t in enumerate(tools):
+        pts = sorted((r["connections"], r["mib_s"]) for r in data if r["tool"] == t)
+        c = colors[i % len(colors)]
+        if len(pts) > 1:
+            out.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="' +
+                       " ".join(f"{xs[n]:.1f},{y(v):.1f}" for n, v in pts) + '"/>')
+        for n, v in pts:
+            out.append(f'<circle cx="{xs[n]:.1f}" cy="{y(v):.1f}" r="4" fill="{c}"/>')
+        out.append(f'<rect x="{width - right + 15}" y="{top + i * 20}" width="12" height="12" fill="{c}"/>')
+        out.append(f'<text x="{width - right + 32}" y="{top + i * 20 + 11}">{t}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
