@@ -67,6 +67,7 @@ let package = Package(
         .testTarget(
             name: "SplitfetchTests",
             dependencies: ["Splitfetch", "TestHTTPServer", "SegmentPlanning"],
+            exclude: ["Fixtures"],
             swiftSettings: strict
         ),
     ],

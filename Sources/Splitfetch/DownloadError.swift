@@ -20,6 +20,14 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
         case interrupted
         /// The output already exists and overwriting was not allowed.
         case outputExists
+        /// Resuming is not possible as things are: a partial file without a manifest, a manifest
+        /// for another URL or size, or another process downloading to the same file.
+        case resumeConflict
+        /// The manifest is damaged or from an unknown version.
+        case badManifest
+        /// The file on the server changed since the partial download began (ETag, Last-Modified
+        /// or size); old and new bytes are never joined.
+        case remoteChanged
     }
 
     /// The class of failure.

@@ -35,6 +35,15 @@ public struct DownloadOptions: Sendable {
     /// Flush the data to disk (`fdatasync`) before renaming it to its final name, so a power cut
     /// never leaves a final-named file with missing data. Default `true`.
     public var syncBeforeRename: Bool = true
+    /// Seconds between durable checkpoints (`fdatasync` of the data, then the manifest saved with
+    /// `fsync`). `0` disables periodic checkpoints; one is still saved whenever the download stops.
+    /// Default 5.
+    public var checkpointInterval: Double = 5
+    /// Seconds between quick checkpoints (the manifest saved without syncing, trusted only within
+    /// the same boot). `0` disables them. Default 0.1.
+    public var quickCheckpointInterval: Double = 0.1
+    /// Discard a partial file and manifest left by an earlier run and start over. Default `false`.
+    public var restart: Bool = false
 
     public init() {}
 
@@ -53,6 +62,7 @@ public struct DownloadOptions: Sendable {
         guard retryBaseDelay >= 0, retryMaximumDelay >= retryBaseDelay else { throw bad("retry delays are inconsistent") }
         guard (0...50).contains(maximumRedirects) else { throw bad("maximum redirects must be between 0 and 50") }
         guard progressInterval > 0 else { throw bad("progress interval must be positive") }
+        guard checkpointInterval >= 0, quickCheckpointInterval >= 0 else { throw bad("checkpoint intervals must not be negative") }
         for header in headers {
             guard let colon = header.firstIndex(of: ":"), colon != header.startIndex else {
                 throw bad("header \"\(header)\" is not of the form 'Name: value'")

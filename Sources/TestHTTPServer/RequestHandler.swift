@@ -88,9 +88,13 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             simple(context: context, status: .methodNotAllowed, body: "method not allowed\n", keepAlive: keepAlive)
             return
         }
-        let seed = request.query["seed"].flatMap { UInt64($0) } ?? 0
+        var seed = request.query["seed"].flatMap { UInt64($0) } ?? 0
+        var q = request.query
+        if let variant = counters.variants.withLock({ $0[request.path] }) {
+            seed = variant.seed
+            q["etag"] = variant.etag
+        }
         let content = SyntheticContent(size: size, seed: seed)
-        let q = request.query
         if isHead && q["nohead"] == "1" {
             simple(context: context, status: .methodNotAllowed, body: "", keepAlive: keepAlive, isHead: true)
             return
@@ -98,8 +102,10 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var rate = defaultRate
         if let r = q["rate"].flatMap({ Int64($0) }) { rate = slowed ? max(1, r / 16) : r }
         let noLength = q["nolength"]
-        let honourRanges = q["norange"] != "1"
         let etag = "\"" + (q["etag"] ?? "sf-\(size)-\(seed)") + "\""
+        // If-Range (RFC 9110 §13.1.5): a validator that no longer matches gets the whole new file.
+        let ifRangeMatches = head.headers.first(name: "If-Range").map { $0 == etag } ?? true
+        let honourRanges = q["norange"] != "1" && ifRangeMatches
 
         var status = HTTPResponseStatus.ok
         var range = 0..<size

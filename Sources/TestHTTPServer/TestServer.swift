@@ -56,6 +56,8 @@ public final class TestServer: Sendable {
         let connections = Atomic<Int>(0)
         let requests = Atomic<Int>(0)
         let bodyBytes = Atomic<Int64>(0)
+        /// Path → (seed, ETag) replacing what the URL says: a file that changes on the server.
+        let variants = Mutex<[String: (seed: UInt64, etag: String)]>([:])
     }
 
     let configuration: Configuration
@@ -107,6 +109,12 @@ public final class TestServer: Sendable {
         if seed != 0 { items["seed"] = String(seed) }
         let q = items.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "&")
         return "\(baseURL)/size/\(size)/\(name)" + (q.isEmpty ? "" : "?" + q)
+    }
+
+    /// Makes `path` (e.g. `/size/100/file.bin`) serve the content of `seed` with `etag` from now
+    /// on, whatever its query says: the file "changes on the server".
+    public func changeContent(path: String, seed: UInt64, etag: String) {
+        counters.variants.withLock { $0[path] = (seed, etag) }
     }
 
     /// What the server has done so far.

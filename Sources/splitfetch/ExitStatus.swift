@@ -10,6 +10,9 @@ enum ExitStatus: Int32, CaseIterable {
     case protocolViolation = 5
     case fileIO = 6
     case outputExists = 7
+    case resumeConflict = 8
+    case badManifest = 9
+    case remoteChanged = 10
     case interrupted = 130
 
     init(_ code: DownloadError.Code) {
@@ -21,6 +24,9 @@ enum ExitStatus: Int32, CaseIterable {
         case .fileIO: self = .fileIO
         case .interrupted: self = .interrupted
         case .outputExists: self = .outputExists
+        case .resumeConflict: self = .resumeConflict
+        case .badManifest: self = .badManifest
+        case .remoteChanged: self = .remoteChanged
         }
     }
 
@@ -34,7 +40,10 @@ enum ExitStatus: Int32, CaseIterable {
         case .protocolViolation: "range or protocol error: wrong Content-Range, ignored range, bad length"
         case .fileIO: "file I/O error: create, preallocate, write, sync or rename failed"
         case .outputExists: "the output (or its partial file) exists; --force replaces it"
-        case .interrupted: "interrupted by SIGINT or SIGTERM"
+        case .resumeConflict: "cannot resume: partial file without manifest, manifest for another URL, or another process on it"
+        case .badManifest: "the manifest is damaged or of an unknown version (--restart discards it)"
+        case .remoteChanged: "the file changed on the server since the download began (--restart starts over)"
+        case .interrupted: "interrupted by SIGINT or SIGTERM; run the same command to resume"
         }
     }
 

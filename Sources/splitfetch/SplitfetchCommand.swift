@@ -67,12 +67,19 @@ struct SplitfetchCommand: AsyncParsableCommand {
     @Flag(help: "Skip the fdatasync before the final rename (faster, not power-cut safe).")
     var noSync = false
 
+    @Flag(help: "Discard a partial file and manifest from an earlier run and start over.")
+    var restart = false
+
+    @Option(help: "Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.")
+    var checkpointInterval: Double = 5
+
     func validate() throws {
         guard (1...DownloadOptions.maximumConnections).contains(connections) else {
             throw ValidationError("--connections must be between 1 and \(DownloadOptions.maximumConnections)")
         }
         guard retries >= 0 else { throw ValidationError("--retries must not be negative") }
         guard connectTimeout > 0, stallTimeout > 0 else { throw ValidationError("timeouts must be positive") }
+        guard checkpointInterval >= 0 else { throw ValidationError("--checkpoint-interval must not be negative") }
         if let output, output.isEmpty { throw ValidationError("--output must not be empty") }
     }
 
@@ -94,6 +101,9 @@ struct SplitfetchCommand: AsyncParsableCommand {
         options.stallTimeout = stallTimeout
         options.allowOverwrite = force
         options.syncBeforeRename = !noSync
+        options.restart = restart
+        options.checkpointInterval = checkpointInterval
+        if checkpointInterval == 0 { options.quickCheckpointInterval = 0 }
         return options
     }
 
@@ -148,7 +158,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
             return .success
         case .failure(let error as DownloadError):
             if error.code == .interrupted {
-                writeRaw("\nsplitfetch: interrupted; \(path) was not completed\n")
+                writeRaw("\nsplitfetch: \(error.message)\n")
                 return .interrupted
             }
             return fail(ExitStatus(error.code), error.message)

@@ -142,7 +142,7 @@ struct DownloadTests {
         }
     }
 
-    @Test func cancellingTheTaskInterruptsPromptlyAndCleansUp() async throws {
+    @Test func cancellingTheTaskPausesPromptlyAndKeepsTheData() async throws {
         try await withServer(.init(rateLimit: 64 << 10)) { server in
             try await withTemporaryDirectory { dir in
                 let path = dir + "/slow.bin"
@@ -163,7 +163,7 @@ struct DownloadTests {
                 }
                 #expect(clock.now - cancelledAt < .seconds(5))
                 #expect(!fileExists(path))
-                #expect(!fileExists(path + ".part"))
+                #expect(fileExists(path + ".part") && fileExists(path + ".part.json"))
             }
         }
     }

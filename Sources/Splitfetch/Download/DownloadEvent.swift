@@ -74,7 +74,7 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
     public var size: Int64
     /// Wall time from start (before the probe) to the file under its final name, in seconds.
     public var seconds: Double
-    /// `size / seconds`, bytes per second.
+    /// Bytes fetched by this run (`size - resumedBytes`) divided by `seconds`.
     public var averageBytesPerSecond: Double
     /// Connections used.
     public var connectionCount: Int
@@ -87,4 +87,6 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
     public var splits: Int
     /// Bytes received from the network, including any rejected or re-fetched ones.
     public var bytesReceived: Int64
+    /// Bytes already on disk from an earlier run when this one started.
+    public var resumedBytes: Int64
 }

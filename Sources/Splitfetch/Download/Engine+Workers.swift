@@ -2,24 +2,12 @@ import SegmentPlanning
 import Synchronization
 
 extension Engine {
-    /// Runs one worker task per planned range until every byte is on disk.
-    func runSegmented(resource: RemoteResource, total: Int64, file: OutputFile, table: SharedSegmentTable,
-                      counters: [WorkerCounters]) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for worker in counters {
-                group.addTask {
-                    try await segmentWorker(worker, url: resource.finalURL, total: total, file: file, table: table)
-                }
-            }
-            try await group.waitForAll()
-        }
-    }
-
     private func now(since start: ContinuousClock.Instant) -> Double { (clock.now - start).seconds }
 
     /// One connection: take a range, fetch it, repeat; retry failures with backoff.
-    private func segmentWorker(_ counters: WorkerCounters, url: String, total: Int64, file: OutputFile,
-                               table: SharedSegmentTable) async throws {
+    func segmentWorker(_ counters: WorkerCounters, resource: RemoteResource, ifRange: String?, total: Int64,
+                       file: OutputFile, table: SharedSegmentTable) async throws {
+        let url = resource.finalURL
         let origin = clock.now
         var lastRate: Double?
         var failures = 0
@@ -38,9 +26,12 @@ extension Engine {
             counters.set(.receiving)
             counters.requests.wrappingAdd(1, ordering: .relaxed)
             let sink = SegmentSink(table: table, file: file, counters: counters, segment: assignment.segment,
-                                   requested: assignment.range, total: total, url: url)
+                                   requested: assignment.range, total: total, url: url,
+                                   etag: resource.etag, lastModified: resource.lastModified)
+            var request = TransferRequest(url: url, range: assignment.range, options: options)
+            if let ifRange { request.headers.append("If-Range: \(ifRange)") }
             let began = clock.now
-            let result = await transport.perform(TransferRequest(url: url, range: assignment.range, options: options), sink: sink)
+            let result = await transport.perform(request, sink: sink)
             let (complete, written) = table.withLock { t -> (Bool, Int64) in
                 t.release(segment: assignment.segment)
                 let s = t.segments[assignment.segment]
@@ -78,7 +69,8 @@ extension Engine {
         guard let head = result.head else {
             return DownloadError(.protocolViolation, "\(redactedURL(url)): no response", isTransient: true)
         }
-        if !sink.accepted, let error = HTTPFields.validateRangeResponse(head, requested: requested, total: requested.upperBound == 0 ? 0 : sink.total, url: url) {
+        if !sink.accepted, let error = HTTPFields.validateRangeResponse(head, requested: requested, total: sink.total, url: url,
+                                                                        etag: sink.etag, lastModified: sink.lastModified) {
             return error
         }
         if !complete {

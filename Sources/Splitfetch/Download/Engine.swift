@@ -5,7 +5,8 @@ import Synchronization
 import Glibc
 #endif
 
-/// Runs one download: probe, plan, workers, finish. Created and used by ``Download/run()``.
+/// Runs one download: probe, plan (or resume), workers, checkpoints, finish. Created and used by
+/// ``Download/run()``.
 struct Engine: Sendable {
     let url: String
     let destination: String
@@ -15,14 +16,140 @@ struct Engine: Sendable {
     let clock = ContinuousClock()
 
     var partialPath: String { destination + ".part" }
+    var manifestPath: String { destination + ".part.json" }
 
     func run() async throws -> DownloadStatistics {
         let startInstant = clock.now
+        let store = ManifestStore(path: manifestPath)
+        if options.restart { try discardPartialData() }
+        if let statistics = try finishedEarlier(store: store, since: startInstant) { return statistics }
         try checkDestination()
-        if Task.isCancelled { throw CancellationError() }
+        let existing = try openPartialData(store: store)
+        var keepExisting = false
+        defer { if !keepExisting { existing?.file.close() } }
+        try Task.checkCancellation()
+
         let resource = try await Probe(transport: transport, options: options).run(url: url)
         emit(.probed(resource))
+        if let existing {
+            try checkResumable(existing.manifest, file: existing.file, resource: resource)
+            keepExisting = true
+            return try await runSegmented(resource: resource, file: existing.file, manifest: existing.manifest,
+                                          store: store, since: startInstant)
+        }
+        if resource.isSegmentable && resource.size! > 0 {
+            let file = try createPartialFile(size: resource.size!)
+            return try await runSegmented(resource: resource, file: file, manifest: nil, store: store, since: startInstant)
+        }
+        return try await runSingle(resource: resource, since: startInstant)
+    }
 
+    // MARK: - Segmented (resumable)
+
+    private func runSegmented(resource: RemoteResource, file: OutputFile, manifest: Manifest?, store: ManifestStore,
+                              since startInstant: ContinuousClock.Instant) async throws -> DownloadStatistics {
+        let size = resource.size!
+        let policy = SegmentTable.SplitPolicy(minimumPiece: options.minimumSplitSize)
+        let table: SharedSegmentTable
+        let workerCount: Int
+        if let manifest {
+            let progress = manifest.usableProgress(currentBootID: currentBootID)
+            table = SharedSegmentTable(SegmentTable(size: size, progress: progress.map { (ByteRange($0.start, $0.end), $0.written) },
+                                                    policy: policy))
+            let left = progress.reduce(Int64(0)) { $0 + ($1.end - $1.written) }
+            workerCount = max(1, min(options.connections, Int((left + options.minimumSegmentSize - 1) / options.minimumSegmentSize)))
+        } else {
+            let plan = Planner.plan(size: size, connections: options.connections, minimumSegmentSize: options.minimumSegmentSize)
+            table = SharedSegmentTable(SegmentTable(size: size, ranges: plan, policy: policy))
+            workerCount = plan.count
+        }
+        let resumedBytes = table.withLock { $0.writtenBytes }
+        let template = Manifest(url: redactedURL(url), finalURL: redactedURL(resource.finalURL), size: size,
+                                etag: resource.etag, lastModified: resource.lastModified,
+                                minimumSegmentSize: manifest?.minimumSegmentSize ?? options.minimumSegmentSize,
+                                bootID: currentBootID, segments: [])
+        let checkpointer = Checkpointer(table: table, file: file, store: store, template: template,
+                                        durableInterval: options.checkpointInterval,
+                                        quickInterval: options.quickCheckpointInterval,
+                                        initialDurable: Dictionary(manifest?.segments.map { ($0.start, $0.written) } ?? [],
+                                                                   uniquingKeysWith: { a, _ in a }))
+        if manifest == nil {
+            do { try checkpointer.saveDurableNow() } catch {
+                file.close()
+                unlink(partialPath)
+                store.remove()
+                throw error
+            }
+        }
+        checkpointer.start()
+
+        let counters = (0..<workerCount).map { WorkerCounters(id: $0) }
+        emit(.started(mode: .segmented, connections: workerCount, size: size))
+        let ticker = startTicker(counters: counters, total: size, base: resumedBytes, since: clock.now)
+        defer { ticker.cancel() }
+
+        do {
+            try await runWorkers(resource: resource, total: size, file: file, table: table, counters: counters,
+                                 checkpointer: checkpointer)
+        } catch {
+            ticker.cancel()
+            // Keep what is on disk: a final durable checkpoint, then report.
+            let checkpointError = await checkpointer.stop(saving: true)
+            file.close()
+            let written = table.withLock { $0.writtenBytes }
+            let percent = size > 0 ? Double(written) * 100 / Double(size) : 100
+            if let checkpointError, !(error is DownloadError && (error as! DownloadError).code == .fileIO) {
+                throw checkpointError
+            }
+            if error is CancellationError || Task.isCancelled {
+                throw DownloadError(.interrupted, "paused at \(formatPercent(percent))% — run the same command to resume (\(partialPath))")
+            }
+            if var e = error as? DownloadError {
+                if e.code != .remoteChanged && e.code != .interrupted {
+                    e.message += "; \(formatPercent(percent))% kept in \(partialPath), run the same command to resume"
+                }
+                throw e
+            }
+            throw error
+        }
+        ticker.cancel()
+        _ = await checkpointer.stop(saving: false)
+        guard table.withLock({ $0.isComplete }) else {
+            file.close()
+            throw DownloadError(.protocolViolation, "\(redactedURL(url)): transfers ended with bytes missing")
+        }
+        let splits = table.withLock { $0.splitCount }
+        if options.syncBeforeRename { try file.sync() }
+        file.close()
+        try moveIntoPlace()
+        store.remove()
+        try? store.syncDirectory()
+        return finish(resource: resource, mode: .segmented, size: size, counters: counters, splits: splits,
+                      resumed: resumedBytes, since: startInstant)
+    }
+
+    private func runWorkers(resource: RemoteResource, total: Int64, file: OutputFile, table: SharedSegmentTable,
+                            counters: [WorkerCounters], checkpointer: Checkpointer) async throws {
+        let ifRange = HTTPFields.ifRangeValue(etag: resource.etag, lastModified: resource.lastModified)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in counters {
+                group.addTask {
+                    try await segmentWorker(worker, resource: resource, ifRange: ifRange, total: total, file: file, table: table)
+                }
+            }
+            // A failed checkpoint (fsync) stops every connection.
+            group.addTask {
+                if let failure = await checkpointer.failure() { throw failure }
+                throw CancellationError()
+            }
+            for _ in counters { try await group.next() }
+            group.cancelAll()
+        }
+    }
+
+    // MARK: - Single stream (no ranges or no length; not resumable)
+
+    private func runSingle(resource: RemoteResource, since startInstant: ContinuousClock.Instant) async throws -> DownloadStatistics {
         let file = try OutputFile.create(path: partialPath, replace: options.allowOverwrite)
         var finished = false
         defer {
@@ -31,58 +158,145 @@ struct Engine: Sendable {
                 unlink(partialPath)
             }
         }
-        if let size = resource.size { try file.preallocate(size) }
-
-        let segmented = resource.isSegmentable && (resource.size ?? 0) > 0
-        let plan = segmented
-            ? Planner.plan(size: resource.size!, connections: options.connections, minimumSegmentSize: options.minimumSegmentSize)
-            : []
-        let workerCount = segmented ? plan.count : 1
-        let counters = (0..<workerCount).map { WorkerCounters(id: $0) }
-        let mode: DownloadStatistics.Mode = segmented ? .segmented : .single
-        emit(.started(mode: mode, connections: workerCount, size: resource.size))
-
-        let transferStart = clock.now
-        let ticker = startTicker(counters: counters, total: resource.size, since: transferStart)
-        defer { ticker.cancel() }
-
-        let size: Int64
-        var splits = 0
-        if segmented {
-            let total = resource.size!
-            let table = SharedSegmentTable(SegmentTable(size: total, ranges: plan,
-                                           policy: .init(minimumPiece: options.minimumSplitSize)))
-            try await runSegmented(resource: resource, total: total, file: file, table: table, counters: counters)
-            let (complete, made) = table.withLock { ($0.isComplete, $0.splitCount) }
-            guard complete else {
-                throw DownloadError(.protocolViolation, "\(redactedURL(url)): transfers ended with bytes missing")
-            }
-            splits = made
-            size = total
-        } else if resource.size == 0 {
-            size = 0
-        } else {
-            size = try await runStream(resource: resource, file: file, counters: counters[0])
+        try file.lockExclusively()
+        if let size = resource.size {
+            try file.checkFreeSpace(for: size)
+            try file.preallocate(size)
         }
+        let counters = [WorkerCounters(id: 0)]
+        emit(.started(mode: .single, connections: 1, size: resource.size))
+        let ticker = startTicker(counters: counters, total: resource.size, base: 0, since: clock.now)
+        defer { ticker.cancel() }
+        let size = resource.size == 0 ? 0 : try await runStream(resource: resource, file: file, counters: counters[0])
         ticker.cancel()
-
         if options.syncBeforeRename { try file.sync() }
         file.close()
         try moveIntoPlace()
         finished = true
+        return finish(resource: resource, mode: .single, size: size, counters: counters, splits: 0, resumed: 0, since: startInstant)
+    }
 
+    private func finish(resource: RemoteResource, mode: DownloadStatistics.Mode, size: Int64, counters: [WorkerCounters],
+                        splits: Int, resumed: Int64, since startInstant: ContinuousClock.Instant) -> DownloadStatistics {
         let seconds = (clock.now - startInstant).seconds
         let connectionStats = counters.map(\.statistics)
         let statistics = DownloadStatistics(
             url: redactedURL(url), finalURL: redactedURL(resource.finalURL), path: destination, mode: mode,
-            size: size, seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(size) / seconds : 0,
-            connectionCount: workerCount, connections: connectionStats,
+            size: size, seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(size - resumed) / seconds : 0,
+            connectionCount: counters.count, connections: connectionStats,
             requests: connectionStats.reduce(0) { $0 + $1.requests },
             retries: connectionStats.reduce(0) { $0 + $1.retries },
             splits: splits,
-            bytesReceived: counters.reduce(0) { $0 + $1.received.load(ordering: .relaxed) })
+            bytesReceived: counters.reduce(0) { $0 + $1.received.load(ordering: .relaxed) },
+            resumedBytes: resumed)
         emit(.finished(statistics))
         return statistics
+    }
+
+    // MARK: - Partial data on disk
+
+    /// Removes a partial file and manifest left by an earlier run (`restart`); only regular files.
+    private func discardPartialData() throws(DownloadError) {
+        for path in [partialPath, manifestPath, manifestPath + ".tmp"] {
+            var info = stat()
+            guard lstat(path, &info) == 0 else { continue }
+            guard (info.st_mode & S_IFMT) == S_IFREG else {
+                throw DownloadError(.fileIO, "\(path) is not a regular file; refusing to remove it")
+            }
+            if unlink(path) != 0 {
+                throw DownloadError(.fileIO, "cannot remove \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
+    /// A run killed after renaming the finished file but before removing its manifest left the
+    /// final file and the manifest: report that download as complete.
+    private func finishedEarlier(store: ManifestStore, since startInstant: ContinuousClock.Instant) throws -> DownloadStatistics? {
+        guard !options.allowOverwrite, fileExists(destination), !fileExists(partialPath),
+              let bytes = try store.read(), let manifest = try? ManifestCodec.decode(bytes, path: manifestPath),
+              manifest.url == redactedURL(url), fileSizeIfRegular(destination) == manifest.size else { return nil }
+        store.remove()
+        let resource = RemoteResource(url: manifest.url, finalURL: manifest.finalURL, size: manifest.size, acceptsRanges: true,
+                                      etag: manifest.etag, lastModified: manifest.lastModified, contentType: nil,
+                                      contentDisposition: nil, probeMethod: "manifest")
+        return finish(resource: resource, mode: .segmented, size: manifest.size, counters: [], splits: 0,
+                      resumed: manifest.size, since: startInstant)
+    }
+
+    /// Opens and locks the partial file of an earlier run, with its manifest; `nil` when there is
+    /// neither. Anything else is a conflict with a message saying what to do.
+    private func openPartialData(store: ManifestStore) throws -> (file: OutputFile, manifest: Manifest)? {
+        let hasPartial = fileExists(partialPath)
+        let manifestBytes = try store.read()
+        switch (hasPartial, manifestBytes) {
+        case (false, nil):
+            return nil
+        case (false, .some):
+            throw DownloadError(.resumeConflict,
+                "\(manifestPath) exists but \(partialPath) does not; run with --restart to start over")
+        case (true, nil):
+            // Lock first: an active download may not have written its manifest yet.
+            let file = try OutputFile.openExisting(path: partialPath)
+            defer { file.close() }
+            try file.lockExclusively()
+            throw DownloadError(.resumeConflict,
+                "\(partialPath) exists without a manifest, so its bytes cannot be trusted; run with --restart to discard it")
+        case (true, .some):
+            let file = try OutputFile.openExisting(path: partialPath)
+            do {
+                try file.lockExclusively()
+                // Read again under the lock: the manifest may have changed while another run held it.
+                guard let bytes = try store.read() else {
+                    throw DownloadError(.resumeConflict, "\(manifestPath) disappeared; run again")
+                }
+                return (file, try ManifestCodec.decode(bytes, path: manifestPath))
+            } catch {
+                file.close()
+                throw error
+            }
+        }
+    }
+
+    /// Checks that an earlier run's data belongs to this URL and to the file the server has now.
+    private func checkResumable(_ manifest: Manifest, file: OutputFile, resource: RemoteResource) throws(DownloadError) {
+        if manifest.url != redactedURL(url) {
+            throw DownloadError(.resumeConflict,
+                "\(manifestPath) belongs to \(manifest.url), not \(redactedURL(url)); use another output name, or --restart")
+        }
+        let changed = "the file changed on the server since the download began"
+        if resource.size != manifest.size {
+            throw DownloadError(.remoteChanged,
+                "\(redactedURL(url)): \(changed) (size \(manifest.size) is now \(resource.size.map(String.init) ?? "unknown")); run with --restart to download the new file")
+        }
+        if let old = manifest.etag, let new = resource.etag, old != new {
+            throw DownloadError(.remoteChanged, "\(redactedURL(url)): \(changed) (ETag \(old) is now \(new)); run with --restart to download the new file")
+        }
+        if manifest.etag == nil || resource.etag == nil, let old = manifest.lastModified, let new = resource.lastModified, old != new {
+            throw DownloadError(.remoteChanged,
+                "\(redactedURL(url)): \(changed) (Last-Modified \(old) is now \(new)); run with --restart to download the new file")
+        }
+        if !resource.acceptsRanges {
+            throw DownloadError(.resumeConflict, "\(redactedURL(url)): the server no longer accepts ranges; run with --restart to download it whole")
+        }
+        let length = try file.currentSize()
+        if length != manifest.size {
+            throw DownloadError(.resumeConflict, "\(partialPath) has \(length) bytes but its manifest says \(manifest.size); run with --restart")
+        }
+    }
+
+    /// Creates, locks and preallocates a new partial file.
+    private func createPartialFile(size: Int64) throws -> OutputFile {
+        let file = try OutputFile.create(path: partialPath, replace: options.allowOverwrite)
+        do {
+            try file.lockExclusively()
+            try file.checkFreeSpace(for: size)
+            try file.preallocate(size)
+            return file
+        } catch {
+            file.close()
+            unlink(partialPath)
+            throw error
+        }
     }
 
     // MARK: - Destination
@@ -133,7 +347,7 @@ struct Engine: Sendable {
 
     // MARK: - Progress
 
-    private func startTicker(counters: [WorkerCounters], total: Int64?, since start: ContinuousClock.Instant) -> Task<Void, Never> {
+    private func startTicker(counters: [WorkerCounters], total: Int64?, base: Int64, since start: ContinuousClock.Instant) -> Task<Void, Never> {
         let interval = options.progressInterval
         let emit = self.emit
         let clock = self.clock
@@ -154,7 +368,7 @@ struct Engine: Sendable {
                 }
                 lastBytes = bytes
                 lastTime = now
-                emit(.progress(DownloadProgress(bytesWritten: bytes, totalBytes: total, bytesPerSecond: max(0, smoothed),
+                emit(.progress(DownloadProgress(bytesWritten: base + bytes, totalBytes: total, bytesPerSecond: max(0, smoothed),
                                                 elapsed: now, connections: connections)))
             }
         }
@@ -188,4 +402,22 @@ func parentDirectory(of path: String) -> String {
     guard let slash = path.lastIndex(of: "/") else { return "." }
     if slash == path.startIndex { return "/" }
     return String(path[..<slash])
+}
+
+func fileExists(_ path: String) -> Bool {
+    var info = stat()
+    return lstat(path, &info) == 0
+}
+
+/// The size of a regular file (not following symlinks), or `nil`.
+func fileSizeIfRegular(_ path: String) -> Int64? {
+    var info = stat()
+    guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+    return Int64(info.st_size)
+}
+
+/// `42.1`, one decimal, without Foundation.
+func formatPercent(_ value: Double) -> String {
+    let tenths = Int((value * 10).rounded(.down))
+    return "\(tenths / 10).\(tenths % 10)"
 }

@@ -14,11 +14,15 @@ final class SegmentSink: TransferSink, @unchecked Sendable {
     let requested: ByteRange
     let total: Int64
     let url: String
+    let etag: String?
+    let lastModified: String?
     private(set) var offset: Int64
     private var validated = false
 
     init(table: SharedSegmentTable, file: OutputFile, counters: WorkerCounters, segment: Int,
-         requested: ByteRange, total: Int64, url: String) {
+         requested: ByteRange, total: Int64, url: String, etag: String?, lastModified: String?) {
+        self.etag = etag
+        self.lastModified = lastModified
         self.table = table
         self.file = file
         self.counters = counters
@@ -31,7 +35,8 @@ final class SegmentSink: TransferSink, @unchecked Sendable {
 
     func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict {
         if !validated {
-            if let error = HTTPFields.validateRangeResponse(head, requested: requested, total: total, url: url) {
+            if let error = HTTPFields.validateRangeResponse(head, requested: requested, total: total, url: url,
+                                                            etag: etag, lastModified: lastModified) {
                 return .fail(error)
             }
             validated = true

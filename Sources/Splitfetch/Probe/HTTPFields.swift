@@ -93,8 +93,17 @@ enum HTTPFields {
     ///
     /// - Returns: `nil` when the response is exactly the `206` for `requested` of a file of
     ///   `total` bytes, otherwise the error for the segment.
-    static func validateRangeResponse(_ head: ResponseHead, requested: ByteRange, total: Int64, url: String) -> DownloadError? {
+    static func validateRangeResponse(_ head: ResponseHead, requested: ByteRange, total: Int64, url: String,
+                                      etag: String? = nil, lastModified: String? = nil) -> DownloadError? {
         let where_ = redactedURL(url)
+        if head.status == 200 || head.status == 206 {
+            if let ours = etag, let theirs = head.first("etag"), ours != theirs {
+                return DownloadError(.remoteChanged, "\(where_): the file changed on the server (ETag \(ours) is now \(theirs))", httpStatus: head.status)
+            }
+            if etag == nil, let ours = lastModified, let theirs = head.first("last-modified"), ours != theirs {
+                return DownloadError(.remoteChanged, "\(where_): the file changed on the server (Last-Modified \(ours) is now \(theirs))", httpStatus: head.status)
+            }
+        }
         if head.status != 206 {
             if head.status == 200 {
                 return DownloadError(.protocolViolation, "\(where_): server ignored the range request (200 instead of 206)", httpStatus: 200)
@@ -125,6 +134,13 @@ enum HTTPFields {
             }
         }
         return nil
+    }
+
+    /// The `If-Range` value that makes a server send the whole new file instead of a range of a
+    /// changed one: a strong ETag, else Last-Modified; `nil` when there is neither.
+    static func ifRangeValue(etag: String?, lastModified: String?) -> String? {
+        if let etag, !etag.hasPrefix("W/") { return etag }
+        return lastModified
     }
 
     /// The error for an HTTP error status; transient for 408, 429 and 5xx.

@@ -50,6 +50,58 @@ final class OutputFile: Sendable {
         }
     }
 
+    /// Opens an existing partial file for resuming; never follows a symlink.
+    static func openExisting(path: String) throws(DownloadError) -> OutputFile {
+        do {
+            let fd = try FileDescriptor.open(FilePath(path), .readWrite, options: [.noFollow, .closeOnExec])
+            var info = stat()
+            if fstat(fd.rawValue, &info) == 0 && (info.st_mode & S_IFMT) != S_IFREG {
+                try? fd.close()
+                throw DownloadError(.fileIO, "\(path): not a regular file")
+            }
+            return OutputFile(path: path, descriptor: fd)
+        } catch let error as Errno {
+            if error == .tooManySymbolicLinkLevels {
+                throw DownloadError(.fileIO, "\(path) is a symbolic link; refusing to follow it")
+            }
+            throw DownloadError(.fileIO, "cannot open \(path): \(error.description)")
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw DownloadError(.fileIO, "cannot open \(path): \(error)")
+        }
+    }
+
+    /// Takes an advisory lock so a second process cannot write the same partial file.
+    func lockExclusively() throws(DownloadError) {
+        if flock(descriptor.rawValue, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EWOULDBLOCK {
+                throw DownloadError(.resumeConflict, "another splitfetch process is downloading to \(path)")
+            }
+            throw DownloadError(.fileIO, "cannot lock \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The file's current length.
+    func currentSize() throws(DownloadError) -> Int64 {
+        var info = stat()
+        if fstat(descriptor.rawValue, &info) != 0 {
+            throw DownloadError(.fileIO, "cannot stat \(path): \(String(cString: strerror(errno)))")
+        }
+        return Int64(info.st_size)
+    }
+
+    /// Refuses a size larger than the free space of the file's file system, before allocating.
+    func checkFreeSpace(for size: Int64, alreadyAllocated: Int64 = 0) throws(DownloadError) {
+        var fs = statvfs()
+        guard fstatvfs(descriptor.rawValue, &fs) == 0 else { return }
+        let free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
+        let needed = size - alreadyAllocated
+        if needed > free {
+            throw DownloadError(.fileIO, "\(path): not enough free space: \(size) bytes needed, \(free) available")
+        }
+    }
+
     /// Reserves `size` bytes on disk (`posix_fallocate`), or sets the length (`ftruncate`) where
     /// the file system cannot preallocate.
     func preallocate(_ size: Int64) throws(DownloadError) {

@@ -1,0 +1,312 @@
+@testable import Splitfetch
+import TestHTTPServer
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes bytes to a file, replacing it.
+func writeBytes(_ bytes: [UInt8], to path: String) {
+    let f = fopen(path, "wb")!
+    _ = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, f) }
+    fclose(f)
+}
+
+func readBytes(_ path: String) -> [UInt8]? {
+    guard let f = fopen(path, "rb") else { return nil }
+    defer { fclose(f) }
+    var out: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = fread(&buffer, 1, buffer.count, f)
+        if n <= 0 { break }
+        out += buffer[0..<n]
+    }
+    return out
+}
+
+/// Starts a download and cancels it once `bytes` are written; returns the error it ended with.
+func interrupt(_ url: String, to path: String, options: DownloadOptions, after bytes: Int64) async -> DownloadError? {
+    let download = Download(url, to: path, options: options)
+    let task = Task { try await download.run() }
+    for await event in download.events {
+        if case .progress(let p) = event, p.bytesWritten >= bytes { break }
+    }
+    task.cancel()
+    do {
+        _ = try await task.value
+        return nil
+    } catch let error as DownloadError {
+        return error
+    } catch {
+        return DownloadError(.fileIO, "\(error)")
+    }
+}
+
+@Suite("Resume")
+struct ResumeTests {
+    static let fixtures: String = {
+        let file = #filePath
+        return String(file[..<file.lastIndex(of: "/")!]) + "/Fixtures"
+    }()
+
+    @Test func versionOneFixtureDecodesAndReencodesIdentically() throws {
+        let bytes = try #require(readBytes(Self.fixtures + "/manifest-v1.json"))
+        let manifest = try ManifestCodec.decode(bytes, path: "manifest-v1.json")
+        #expect(manifest.version == 1)
+        #expect(manifest.url == "https://example.org/debian-12.iso")
+        #expect(manifest.size == 1_000_000)
+        #expect(manifest.etag == "\"abc123\"")
+        #expect(manifest.segments.count == 3)
+        #expect(manifest.storedBytes(currentBootID: nil) == 250_000 + 100_000 + 0)
+        #expect(manifest.storedBytes(currentBootID: "7f3c5e1a-0000-4000-8000-000000000001") == 250_000 + 200_000 + 0)
+        #expect(ManifestCodec.encode(manifest) == bytes)
+    }
+
+    @Test("damaged or foreign manifests are named clear errors", arguments: [
+        ("manifest-v2-future.json", "format version 2"),
+        ("manifest-overlap.json", "overlaps"),
+        ("manifest-written-past-end.json", "checksum"),
+    ])
+    func badFixtures(name: String, expected: String) throws {
+        let bytes = try #require(readBytes(Self.fixtures + "/" + name))
+        #expect(throws: DownloadError.self) { _ = try ManifestCodec.decode(bytes, path: name) }
+        do {
+            _ = try ManifestCodec.decode(bytes, path: name)
+        } catch {
+            #expect(error.code == .badManifest)
+            #expect(error.message.contains(name))
+            #expect(error.message.contains(expected), "\(error.message)")
+        }
+    }
+
+    @Test func inconsistentNumbersAreRejectedEvenWithAValidChecksum() {
+        let base = Manifest(url: "http://h/f", finalURL: "http://h/f", size: 100, etag: nil, lastModified: nil,
+                            minimumSegmentSize: 1, bootID: nil, segments: [.init(start: 0, end: 100, written: 0)])
+        var cases: [(Manifest, String)] = []
+        var m = base; m.segments = [.init(start: 0, end: 100, written: 101)]; cases.append((m, "outside"))
+        m = base; m.segments = [.init(start: 0, end: 60, written: 0), .init(start: 50, end: 100, written: 50)]; cases.append((m, "overlaps"))
+        m = base; m.segments = [.init(start: 0, end: 120, written: 0)]; cases.append((m, "past the size"))
+        m = base; m.segments = [.init(start: -5, end: 100, written: 0)]; cases.append((m, "negative"))
+        m = base; m.segments = [.init(start: 0, end: 50, written: 0)]; cases.append((m, "end at 50"))
+        m = base; m.size = -1; cases.append((m, "negative size"))
+        m = base; m.segments = [.init(start: 0, end: 100, written: 10, cached: 200)]; cases.append((m, "cached"))
+        for (manifest, expected) in cases {
+            do {
+                _ = try ManifestCodec.decode(ManifestCodec.encode(manifest), path: "m.json")
+                Issue.record("accepted: \(expected)")
+            } catch {
+                #expect(error.message.contains(expected), "\(error.message)")
+            }
+        }
+    }
+
+    @Test func interruptedDownloadResumesWithAnotherConnectionCount() async throws {
+        try await withServer(.init(rateLimit: 2 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 12 << 20
+                let path = dir + "/r.bin"
+                let url = server.url(size: size, seed: 3)
+                let error = await interrupt(url, to: path, options: testOptions(connections: 4), after: 3 << 20)
+                #expect(error?.code == .interrupted)
+                #expect(error?.message.contains("paused at") == true)
+                #expect(fileExists(path + ".part") && fileExists(path + ".part.json"))
+                #expect(!fileExists(path))
+                let manifest = try ManifestCodec.decode(try #require(readBytes(path + ".part.json")), path: "m")
+                #expect(manifest.storedBytes(currentBootID: currentBootID) >= 3 << 20)
+
+                let sentBefore = server.statistics.bodyBytes
+                let (stats, digest) = try await download(url, to: path, options: testOptions(connections: 7))
+                #expect(digest == SyntheticContent(size: size, seed: 3).sha256Hex())
+                #expect(stats.resumedBytes >= 3 << 20)
+                #expect(server.statistics.bodyBytes - sentBefore <= size - stats.resumedBytes + (1 << 20))
+                #expect(!fileExists(path + ".part") && !fileExists(path + ".part.json"))
+            }
+        }
+    }
+
+    /// Every prefix of a valid manifest, and random byte flips, as the manifest of a partial file
+    /// whose unwritten bytes are garbage: each run must end in a clear error or a correct file.
+    @Test func everyPrefixAndRandomFlipsEndInAClearErrorOrACorrectFile() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 96 << 10
+                let url = server.url(size: size, seed: 11)
+                let content = SyntheticContent(size: size, seed: 11).bytes(0..<size)
+                let expected = SyntheticContent(size: size, seed: 11).sha256Hex()
+                let segments: [Manifest.Segment] = [.init(start: 0, end: 32 << 10, written: 20 << 10),
+                                                    .init(start: 32 << 10, end: 64 << 10, written: 32 << 10),
+                                                    .init(start: 64 << 10, end: size, written: 70 << 10)]
+                var partial = [UInt8](repeating: 0xAA, count: Int(size))
+                for s in segments { partial.replaceSubrange(Int(s.start)..<Int(s.written), with: content[Int(s.start)..<Int(s.written)]) }
+                let manifest = Manifest(url: url, finalURL: url, size: size, etag: "\"sf-\(size)-11\"",
+                                        lastModified: "Mon, 02 Nov 2026 10:00:00 GMT", minimumSegmentSize: 1 << 20,
+                                        bootID: nil, segments: segments)
+                let valid = ManifestCodec.encode(manifest)
+                var variants: [[UInt8]] = (0...valid.count).map { Array(valid[0..<$0]) }
+                var rng = SplitMix(seed: 2026)
+                for _ in 0..<300 {
+                    var flipped = valid
+                    let i = Int(rng.next() % UInt64(flipped.count))
+                    flipped[i] ^= UInt8(1 << (rng.next() % 8))
+                    variants.append(flipped)
+                }
+                variants.append([UInt8](repeating: 0, count: valid.count))
+                var options = testOptions(connections: 3, minimumSegmentSize: 16 << 10)
+                options.minimumSplitSize = 8 << 10
+                var completed = 0
+                for (index, variant) in variants.enumerated() {
+                    let path = dir + "/v\(index).bin"
+                    writeBytes(partial, to: path + ".part")
+                    writeBytes(variant, to: path + ".part.json")
+                    var succeeded = false
+                    do throws(DownloadError) {
+                        _ = try await Download(url, to: path, options: options).run()
+                        succeeded = true
+                    } catch {
+                        #expect([.badManifest, .resumeConflict].contains(error.code), "variant \(index): \(error.message)")
+                        #expect(error.message.contains(path), "variant \(index): message does not name the file")
+                        #expect(!fileExists(path), "variant \(index) left a final file after an error")
+                    }
+                    if succeeded {
+                        completed += 1
+                        let digest = try? sha256HexOfFile(atPath: path)
+                        #expect(digest == expected, "variant \(index) produced a wrong file")
+                    }
+                    unlink(path); unlink(path + ".part"); unlink(path + ".part.json")
+                }
+                #expect(completed >= 1)  // the full, undamaged manifest resumes
+            }
+        }
+    }
+
+    @Test func remoteChangeIsReportedAndRestartFetchesTheNewFile() async throws {
+        try await withServer(.init(rateLimit: 2 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 8 << 20
+                let path = dir + "/c.bin"
+                let url = server.url(size: size, name: "c.bin")
+                let first = await interrupt(url, to: path, options: testOptions(connections: 4), after: 1 << 20)
+                #expect(first?.code == .interrupted)
+                server.changeContent(path: "/size/\(size)/c.bin", seed: 99, etag: "v2")
+
+                let partBefore = readBytes(path + ".part")
+                let changed = await failure(url, to: path, options: testOptions())
+                #expect(changed?.code == .remoteChanged)
+                #expect(changed?.message.contains("--restart") == true)
+                #expect(readBytes(path + ".part") == partBefore)
+                #expect(!fileExists(path))
+
+                var options = testOptions()
+                options.restart = true
+                let (_, digest) = try await download(url, to: path, options: options)
+                #expect(digest == SyntheticContent(size: size, seed: 99).sha256Hex())
+            }
+        }
+    }
+
+    @Test func changeDuringTheDownloadIsNeverMixedIn() async throws {
+        // Slow connections force splits, so new requests go out after the file changes.
+        try await withServer(.init(rateLimit: 1 << 20, slowEvery: 2, slowFactor: 8)) { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 8 << 20
+                let path = dir + "/m.bin"
+                let download = Download(server.url(size: size, name: "m.bin"), to: path, options: testOptions(connections: 4))
+                let task = Task { try await download.run() }
+                for await event in download.events {
+                    if case .progress(let p) = event, p.bytesWritten > 512 << 10 { break }
+                }
+                server.changeContent(path: "/size/\(size)/m.bin", seed: 5, etag: "v2")
+                do {
+                    _ = try await task.value
+                    // Only acceptable if every byte is from the old file.
+                    #expect(try sha256HexOfFile(atPath: path) == SyntheticContent(size: size).sha256Hex())
+                } catch let error as DownloadError {
+                    #expect(error.code == .remoteChanged, "\(error.message)")
+                    #expect(error.message.contains("changed"))
+                    #expect(!fileExists(path))
+                }
+                #expect(server.statistics.requests > 5)  // requests after the change did happen
+            }
+        }
+    }
+
+    @Test func partialFileWithoutManifestIsNotTouched() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/p.bin"
+                writeBytes([1, 2, 3], to: path + ".part")
+                let error = await failure(server.url(size: 1000), to: path, options: testOptions())
+                #expect(error?.code == .resumeConflict)
+                #expect(error?.message.contains("--restart") == true)
+                #expect(readBytes(path + ".part") == [1, 2, 3])
+                var options = testOptions()
+                options.restart = true
+                let (_, digest) = try await download(server.url(size: 1000), to: path, options: options)
+                #expect(digest == SyntheticContent(size: 1000).sha256Hex())
+            }
+        }
+    }
+
+    @Test func manifestForAnotherURLIsRefused() async throws {
+        try await withServer(.init(rateLimit: 1 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/u.bin"
+                _ = await interrupt(server.url(size: 4 << 20, name: "a.bin"), to: path, options: testOptions(connections: 2), after: 64 << 10)
+                let error = await failure(server.url(size: 4 << 20, name: "b.bin"), to: path, options: testOptions())
+                #expect(error?.code == .resumeConflict)
+                #expect(error?.message.contains("a.bin") == true)
+            }
+        }
+    }
+
+    @Test func secondDownloadToTheSameFileIsRefused() async throws {
+        try await withServer(.init(rateLimit: 256 << 10)) { server in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/l.bin"
+                let url = server.url(size: 8 << 20)
+                let first = Download(url, to: path, options: testOptions(connections: 2))
+                let task = Task { try await first.run() }
+                for await event in first.events {
+                    if case .progress(let p) = event, p.bytesWritten > 0 { break }
+                }
+                let second = await failure(url, to: path, options: testOptions())
+                #expect(second?.code == .resumeConflict)
+                #expect(second?.message.contains("another splitfetch") == true)
+                task.cancel()
+                _ = try? await task.value
+            }
+        }
+    }
+
+    @Test func runKilledBetweenRenameAndManifestRemovalCountsAsComplete() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 5000
+                let url = server.url(size: size)
+                let path = dir + "/k.bin"
+                writeBytes(SyntheticContent(size: size).bytes(0..<size), to: path)
+                let manifest = Manifest(url: url, finalURL: url, size: size, etag: nil, lastModified: nil, minimumSegmentSize: 1,
+                                        bootID: nil, segments: [.init(start: 0, end: size, written: size)])
+                writeBytes(ManifestCodec.encode(manifest), to: path + ".part.json")
+                let (stats, digest) = try await download(url, to: path, options: testOptions())
+                #expect(digest == SyntheticContent(size: size).sha256Hex())
+                #expect(stats.resumedBytes == size)
+                #expect(!fileExists(path + ".part.json"))
+            }
+        }
+    }
+}
+
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
