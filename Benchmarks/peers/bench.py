@@ -156,6 +156,9 @@ def tool_commands(splitfetch):
     def sf(url, out, n, size):
         return [splitfetch, "-q", "-n", str(n), "--force", "-o", os.path.basename(out), "-d", os.path.dirname(out), url]
 
+    def sf_no_checkpoints(url, out, n, size):
+        return sf(url, out, n, size)[:1] + ["--checkpoint-interval", "0"] + sf(url, out, n, size)[1:]
+
     def aria2(url, out, n, size):
         return ["aria2c", "-q", "-x", str(n), "-s", str(n), "-k", "1M", "--allow-overwrite=true",
                 "--auto-file-renaming=false", "-d", os.path.dirname(out), "-o", os.path.basename(out), url]
@@ -176,7 +179,7 @@ def tool_commands(splitfetch):
     def wget(url, out, n, size):
         return ["wget", "-q", "-O", out, url]
 
-    return {"splitfetch": (sf, True), "aria2": (aria2, True), "axel": (axel, True), "lftp": (lftp, True),
+    return {"splitfetch": (sf, True), "splitfetch-no-checkpoints": (sf_no_checkpoints, True), "aria2": (aria2, True), "axel": (axel, True), "lftp": (lftp, True),
             "wget2": (wget2, True), "curl": (curl, False), "wget": (wget, False)}
 
 
@@ -216,19 +219,20 @@ def main():
     ap.add_argument("--splitfetch", default=os.path.join(ROOT, ".build/release/splitfetch"))
     ap.add_argument("--testserver", default=os.path.join(ROOT, ".build/release/sf-testserver"))
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--scenarios", default="1,2,3,4")
+    ap.add_argument("--scenarios", default="1,2,3,4",
+                    help="1-4 as in the README; 'c' = checkpoint overhead (splitfetch with and without checkpoints)")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
     ap.add_argument("--results", default=os.path.join(ROOT, "results", "latest"))
     args = ap.parse_args()
 
     tools_all = tool_commands(os.path.abspath(args.splitfetch))
-    tools = [t for t in args.tools.split(",") if t in tools_all]
-    missing = [t for t in tools if t != "splitfetch" and shutil.which(tools_all[t][0]("u", "/x/o", 1, 1)[0]) is None]
+    tools = [t for t in args.tools.split(",") if t in tools_all and t != "splitfetch-no-checkpoints"]
+    missing = [t for t in tools if not t.startswith("splitfetch") and shutil.which(tools_all[t][0]("u", "/x/o", 1, 1)[0]) is None]
     if missing:
         print(f"bench: not installed, skipped: {', '.join(missing)}", file=sys.stderr)
         tools = [t for t in tools if t not in missing]
-    scenarios = [int(s) for s in args.scenarios.split(",") if s]
+    scenarios = [int(s) if s.isdigit() else s for s in args.scenarios.split(",") if s]
     os.makedirs(args.results, exist_ok=True)
 
     work = tempfile.mkdtemp(prefix="splitfetch-bench-")
@@ -257,7 +261,7 @@ def main():
     servers = []
     try:
         nginx = None
-        if 1 in scenarios or 2 in scenarios:
+        if 1 in scenarios or 2 in scenarios or "c" in scenarios:
             nginx = Nginx(work, www)
             servers.append(nginx)
 
@@ -311,6 +315,16 @@ def main():
             bench(2, "nginx limit_rate 4m", f"http://127.0.0.1:{nginx.port}/limited/s2.bin", size, sha,
                   [16] if q else [4, 8, 16], [t for t in tools if tools_all[t][1]],
                   ideal_rate=lambda n: n * 4 * MiB, requests_of=nginx_requests)
+        if "c" in scenarios:
+            pair = ["splitfetch", "splitfetch-no-checkpoints"]
+            size = 256 * MiB if q else 1 * GiB
+            sha = make_file("c1.bin", size)
+            bench("c1", "checkpoint overhead, unthrottled", f"http://127.0.0.1:{nginx.port}/c1.bin", size, sha, [8], pair,
+                  requests_of=nginx_requests)
+            size = 64 * MiB if q else 256 * MiB
+            sha = make_file("c2.bin", size)
+            bench("c2", "checkpoint overhead, nginx limit_rate 4m", f"http://127.0.0.1:{nginx.port}/limited/c2.bin", size, sha,
+                  [16], pair, ideal_rate=lambda n: n * 4 * MiB, requests_of=nginx_requests)
         if 3 in scenarios or 4 in scenarios:
             if 3 in scenarios:
                 ts = TestServer(work, args.testserver, 1 * MiB)
@@ -352,7 +366,7 @@ def write_results(directory, rows):
     machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores"
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"Measured {date} on {machine} (loopback).", ""]
-    for scenario in sorted({r["scenario"] for r in rows}):
+    for scenario in sorted({r["scenario"] for r in rows}, key=str):
         srows = [r for r in rows if r["scenario"] == scenario]
         lines.append(f"### Scenario {scenario}: {srows[0]['label']}, {srows[0]['size'] // MiB} MiB")
         lines.append("")

@@ -74,7 +74,7 @@ struct Engine: Sendable {
                                         initialDurable: Dictionary(manifest?.segments.map { ($0.start, $0.written) } ?? [],
                                                                    uniquingKeysWith: { a, _ in a }))
         if manifest == nil {
-            do { try checkpointer.saveDurableNow() } catch {
+            do { try checkpointer.saveInitial() } catch {
                 file.close()
                 unlink(partialPath)
                 store.remove()

@@ -53,10 +53,11 @@ final class Checkpointer: Sendable {
         startThread(name: "splitfetch-checkpoint") { [self] in run() }
     }
 
-    /// Saves a durable checkpoint now (blocking; for the first manifest before any transfer).
-    func saveDurableNow() throws(DownloadError) {
+    /// Saves the first manifest before any transfer (blocking). It claims no bytes, so it needs no
+    /// sync: if a power cut loses it, the next run reports a partial file without a manifest.
+    func saveInitial() throws(DownloadError) {
         var durable = initialDurable
-        try checkpoint(durable: true, durableOffsets: &durable)
+        try checkpoint(durable: false, durableOffsets: &durable)
     }
 
     /// Stops the thread; with `saving`, after a final durable checkpoint. Returns its error.
