@@ -70,3 +70,48 @@ stop_nginx() {
 
 # Prints the SHA-256 of a file.
 sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# Starts nginx with TLS on 127.0.0.1: start_nginx_tls DIR PORT ROOT CERT KEY HTTP_PORT.
+# /down/NAME redirects to http://127.0.0.1:HTTP_PORT/NAME (an https -> http downgrade).
+start_nginx_tls() {
+  local dir=$1 port=$2 root=$3 cert=$4 key=$5 http_port=$6
+  mkdir -p "$dir/logs" "$dir/tmp"
+  cat > "$dir/nginx.conf" <<CONF
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+daemon on;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $dir/tmp/body;
+  proxy_temp_path $dir/tmp/proxy;
+  fastcgi_temp_path $dir/tmp/fastcgi;
+  uwsgi_temp_path $dir/tmp/uwsgi;
+  scgi_temp_path $dir/tmp/scgi;
+  default_type application/octet-stream;
+  server {
+    listen 127.0.0.1:$port ssl;
+    ssl_certificate $cert;
+    ssl_certificate_key $key;
+    root $root;
+    location /down/ { rewrite ^/down/(.*)\$ http://127.0.0.1:$http_port/\$1 redirect; }
+  }
+}
+CONF
+  /usr/sbin/nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/logs/error.log"
+  wait_port "$port"
+}
+
+# Makes a throwaway CA and a server certificate for IP 127.0.0.1 in DIR (ca.pem, server.pem, server.key).
+make_test_certificates() {
+  local dir=$1
+  mkdir -p "$dir"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=splitfetch test CA" \
+    -keyout "$dir/ca.key" -out "$dir/ca.pem" >/dev/null 2>&1
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$dir/server.key" -out "$dir/server.csr" >/dev/null 2>&1
+  printf 'subjectAltName=IP:127.0.0.1\n' > "$dir/san.ext"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial -days 2 \
+    -extfile "$dir/san.ext" -out "$dir/server.pem" >/dev/null 2>&1
+  chmod 644 "$dir"/*
+}

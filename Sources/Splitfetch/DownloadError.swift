@@ -28,6 +28,8 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
         /// The file on the server changed since the partial download began (ETag, Last-Modified
         /// or size); old and new bytes are never joined.
         case remoteChanged
+        /// The file is larger than the caller's limit (`maximumSize`).
+        case sizeLimit
     }
 
     /// The class of failure.

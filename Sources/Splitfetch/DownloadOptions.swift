@@ -45,6 +45,23 @@ public struct DownloadOptions: Sendable {
     /// Discard a partial file and manifest left by an earlier run and start over. Default `false`.
     public var restart: Bool = false
 
+    // MARK: Safety
+
+    /// User name and password for HTTP authentication, sent only to the origin (scheme, host,
+    /// port) of the URL given. Credentials in the URL itself (`user:pass@host`) are used the same way.
+    public var credentials: Credentials?
+    /// Skip TLS certificate and host name verification. Never the default.
+    public var insecure: Bool = false
+    /// A PEM file of CA certificates to verify servers with, instead of the system's.
+    public var caCertificatePath: String?
+    /// Follow a redirect from `https` to `http`. Default `false`: such a redirect is an error.
+    public var allowHTTPSDowngrade: Bool = false
+    /// Name the file from the server's `Content-Disposition` (reduced to a safe base name in the
+    /// destination's directory) instead of the destination's own name. Default `false`.
+    public var useContentDisposition: Bool = false
+    /// Refuse files larger than this many bytes, before allocating anything. `nil`: no limit.
+    public var maximumSize: Int64?
+
     public init() {}
 
     /// Checks the values, naming the first bad one.
@@ -70,8 +87,19 @@ public struct DownloadOptions: Sendable {
             if header.contains("\r") || header.contains("\n") { throw bad("header contains a line break") }
         }
         if userAgent.contains("\r") || userAgent.contains("\n") { throw bad("user agent contains a line break") }
+        if let maximumSize, maximumSize < 0 { throw bad("maximum size must not be negative") }
     }
 }
 
 /// The version of this library and tool.
 public let splitfetchVersion = "0.1.0"
+
+/// A user name and password for HTTP authentication.
+public struct Credentials: Sendable, Equatable {
+    public var user: String
+    public var password: String
+    public init(user: String, password: String) {
+        self.user = user
+        self.password = password
+    }
+}

@@ -33,11 +33,16 @@ func urlHost(_ url: String) -> String? {
     return authority.isEmpty ? nil : String(authority)
 }
 
-/// Decodes `%XX` escapes; invalid escapes are kept as they are.
+/// Decodes `%XX` escapes; invalid escapes are kept as they are; invalid UTF-8 is repaired.
 func percentDecoded(_ text: Substring) -> String {
+    String(decoding: percentDecodedBytes(text), as: UTF8.self)
+}
+
+/// The bytes of a `%XX`-encoded string; invalid escapes are kept as they are.
+func percentDecodedBytes(_ text: Substring) -> [UInt8] {
+    let input = Array(text.utf8)
     var bytes: [UInt8] = []
-    bytes.reserveCapacity(text.utf8.count)
-    var iterator = Array(text.utf8)[...]
+    bytes.reserveCapacity(input.count)
     func hex(_ c: UInt8) -> UInt8? {
         switch c {
         case 48...57: c - 48
@@ -46,15 +51,17 @@ func percentDecoded(_ text: Substring) -> String {
         default: nil
         }
     }
-    while let c = iterator.popFirst() {
-        if c == 37, iterator.count >= 2, let h = hex(iterator[iterator.startIndex]), let l = hex(iterator[iterator.startIndex + 1]) {
+    var i = 0
+    while i < input.count {
+        if input[i] == 37, i + 2 < input.count, let h = hex(input[i + 1]), let l = hex(input[i + 2]) {
             bytes.append(h << 4 | l)
-            iterator = iterator.dropFirst(2)
+            i += 3
         } else {
-            bytes.append(c)
+            bytes.append(input[i])
+            i += 1
         }
     }
-    return String(decoding: bytes, as: UTF8.self)
+    return bytes
 }
 
 /// The file name a download of `url` gets by default: the last path component, percent-decoded

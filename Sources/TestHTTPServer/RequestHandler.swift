@@ -71,9 +71,34 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private func respond(context: ChannelHandlerContext, head: HTTPRequestHead) {
-        let request = parse(head.uri)
+        var request = parse(head.uri)
         let keepAlive = head.isKeepAlive
         let isHead = head.method == .HEAD
+        counters.recorded.withLock {
+            $0.append(.init(method: head.method.rawValue, uri: head.uri,
+                            headers: head.headers.map { ($0.name.lowercased(), $0.value) }))
+        }
+        if let target = request.query["redirect"] {
+            simple(context: context, status: .found, body: "", headers: [("Location", percentDecode(target))],
+                   keepAlive: keepAlive, isHead: isHead)
+            return
+        }
+        if request.path.hasPrefix("/loop/") {
+            simple(context: context, status: .found, body: "", headers: [("Location", head.uri)], keepAlive: keepAlive, isHead: isHead)
+            return
+        }
+        if request.path.hasPrefix("/hops/") {
+            let parts = request.path.split(separator: "/", maxSplits: 2)
+            if parts.count == 3, let n = Int(parts[1]) {
+                let query = head.uri.firstIndex(of: "?").map { String(head.uri[$0...]) } ?? ""
+                if n > 0 {
+                    simple(context: context, status: .found, body: "",
+                           headers: [("Location", "/hops/\(n - 1)/\(parts[2])\(query)")], keepAlive: keepAlive, isHead: isHead)
+                    return
+                }
+                request.path = "/" + parts[2]
+            }
+        }
         if request.path == "/__stats" {
             let s = "{\"connections\":\(counters.connections.load(ordering: .relaxed)),\"requests\":\(counters.requests.load(ordering: .relaxed)),\"bodyBytes\":\(counters.bodyBytes.load(ordering: .relaxed))}\n"
             simple(context: context, status: .ok, body: s, keepAlive: keepAlive)
@@ -128,6 +153,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         headers.add(name: "ETag", value: etag)
         headers.add(name: "Last-Modified", value: "Mon, 02 Nov 2026 10:00:00 GMT")
         headers.add(name: "Content-Type", value: "application/octet-stream")
+        if let disposition = q["cd"] { headers.add(name: "Content-Disposition", value: percentDecode(disposition)) }
         var closeAfter = !keepAlive
         switch noLength {
         case "chunked" where !isHead:
@@ -235,4 +261,45 @@ extension String {
         while s.last == " " { s.removeLast() }
         return String(s)
     }
+}
+
+/// Decodes `%XX` escapes (and `+` is left alone).
+func percentDecode(_ text: String) -> String {
+    var bytes: [UInt8] = []
+    let input = Array(text.utf8)
+    var i = 0
+    func hex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 48...57: c - 48
+        case 65...70: c - 55
+        case 97...102: c - 87
+        default: nil
+        }
+    }
+    while i < input.count {
+        if input[i] == 37, i + 2 < input.count, let h = hex(input[i + 1]), let l = hex(input[i + 2]) {
+            bytes.append(h << 4 | l)
+            i += 3
+        } else {
+            bytes.append(input[i])
+            i += 1
+        }
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// Encodes everything but unreserved characters as `%XX`, for building test URLs.
+public func percentEncode(_ text: String) -> String {
+    var out = ""
+    for b in text.utf8 {
+        switch b {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            out.append(Character(Unicode.Scalar(b)))
+        default:
+            let h = String(b, radix: 16, uppercase: true)
+            out += "%" + (h.count == 1 ? "0" + h : h)
+        }
+    }
+    return out
 }

@@ -17,6 +17,11 @@ import Synchronization
 /// | `nolength=chunked` / `nolength=close` | no `Content-Length`: chunked, or delimited by closing |
 /// | `noacceptranges=1` | leaves out `Accept-Ranges` |
 /// | `etag=X` | sends `ETag: "X"` instead of the default |
+/// | `redirect=URL` | answers `302` with `Location: URL` (percent-decoded) |
+/// | `cd=VALUE` | sends `Content-Disposition: VALUE` (percent-decoded) |
+///
+/// A path prefix `/hops/N/` redirects N times (to `/hops/N-1/…`) before serving the rest of the
+/// path; `/loop/X` redirects to itself forever.
 ///
 /// `GET /__stats` answers `{"connections":…,"requests":…,"bodyBytes":…}`.
 ///
@@ -58,7 +63,23 @@ public final class TestServer: Sendable {
         let bodyBytes = Atomic<Int64>(0)
         /// Path → (seed, ETag) replacing what the URL says: a file that changes on the server.
         let variants = Mutex<[String: (seed: UInt64, etag: String)]>([:])
+        let recorded = Mutex<[RecordedRequest]>([])
     }
+
+    /// A request as the server received it.
+    public struct RecordedRequest: Sendable {
+        public var method: String
+        public var uri: String
+        /// Header fields, names lowercased.
+        public var headers: [(name: String, value: String)]
+
+        public func header(_ name: String) -> String? {
+            headers.first { $0.name == name.lowercased() }?.value
+        }
+    }
+
+    /// Every request received so far, in order.
+    public var recordedRequests: [RecordedRequest] { counters.recorded.withLock { $0 } }
 
     let configuration: Configuration
     let counters = Counters()
@@ -86,7 +107,9 @@ public final class TestServer: Sendable {
                     if config.slowEvery > 0 && index % config.slowEvery == 0 && rate > 0 {
                         rate = max(1, rate / config.slowFactor)
                     }
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    // No outbound validation: the server must be able to send the malformed headers tests need.
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+                        withErrorHandling: true, withOutboundHeaderValidation: false)
                     try channel.pipeline.syncOperations.addHandler(
                         RequestHandler(counters: counters, defaultRate: rate, slowed: rate != config.rateLimit))
                 }

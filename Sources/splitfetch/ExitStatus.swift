@@ -13,6 +13,7 @@ enum ExitStatus: Int32, CaseIterable {
     case resumeConflict = 8
     case badManifest = 9
     case remoteChanged = 10
+    case sizeLimit = 11
     case interrupted = 130
 
     init(_ code: DownloadError.Code) {
@@ -27,6 +28,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .resumeConflict: self = .resumeConflict
         case .badManifest: self = .badManifest
         case .remoteChanged: self = .remoteChanged
+        case .sizeLimit: self = .sizeLimit
         }
     }
 
@@ -43,6 +45,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .resumeConflict: "cannot resume: partial file without manifest, manifest for another URL, or another process on it"
         case .badManifest: "the manifest is damaged or of an unknown version (--restart discards it)"
         case .remoteChanged: "the file changed on the server since the download began (--restart starts over)"
+        case .sizeLimit: "the file is larger than --max-size"
         case .interrupted: "interrupted by SIGINT or SIGTERM; run the same command to resume"
         }
     }

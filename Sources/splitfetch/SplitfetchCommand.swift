@@ -73,6 +73,27 @@ struct SplitfetchCommand: AsyncParsableCommand {
     @Option(help: "Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.")
     var checkpointInterval: Double = 5
 
+    @Option(name: [.short, .long], help: "USER:PASSWORD for HTTP authentication; sent only to the URL's own origin.")
+    var user: String?
+
+    @Flag(name: [.short, .long], help: "Do not verify TLS certificates or host names (unsafe).")
+    var insecure = false
+
+    @Option(help: "PEM file of CA certificates to verify the server with.")
+    var cacert: String?
+
+    @Flag(help: "Follow redirects from https to http.")
+    var allowHttpsDowngrade = false
+
+    @Flag(help: "Name the file from the server's Content-Disposition (reduced to a safe base name).")
+    var contentDisposition = false
+
+    @Option(help: "Refuse files larger than this, e.g. 4G.", transform: { text in
+        guard let n = ByteCount.parse(text) else { throw ValidationError("invalid size '\(text)'") }
+        return n
+    })
+    var maxSize: Int64?
+
     func validate() throws {
         guard (1...DownloadOptions.maximumConnections).contains(connections) else {
             throw ValidationError("--connections must be between 1 and \(DownloadOptions.maximumConnections)")
@@ -81,6 +102,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         guard connectTimeout > 0, stallTimeout > 0 else { throw ValidationError("timeouts must be positive") }
         guard checkpointInterval >= 0 else { throw ValidationError("--checkpoint-interval must not be negative") }
         if let output, output.isEmpty { throw ValidationError("--output must not be empty") }
+        if let user, !user.contains(":") { throw ValidationError("--user must be USER:PASSWORD") }
     }
 
     /// The destination path from `-o`, `-d` and the URL.
@@ -104,6 +126,14 @@ struct SplitfetchCommand: AsyncParsableCommand {
         options.restart = restart
         options.checkpointInterval = checkpointInterval
         if checkpointInterval == 0 { options.quickCheckpointInterval = 0 }
+        if let user, let colon = user.firstIndex(of: ":") {
+            options.credentials = Credentials(user: String(user[..<colon]), password: String(user[user.index(after: colon)...]))
+        }
+        options.insecure = insecure
+        options.caCertificatePath = cacert
+        options.allowHTTPSDowngrade = allowHttpsDowngrade
+        options.useContentDisposition = contentDisposition && output == nil
+        options.maximumSize = maxSize
         return options
     }
 
@@ -130,6 +160,10 @@ struct SplitfetchCommand: AsyncParsableCommand {
         let options = makeOptions()
         do { try options.validate() } catch { return fail(.usage, error.message) }
 
+        if insecure {
+            writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified; "
+                + "anyone on the network path can read or change this download\n")
+        }
         let download = Download(url, to: path, options: options)
         let work = Task { try await download.run() }
         let signals = SignalForwarder(onSignal: { work.cancel() })
@@ -146,7 +180,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         switch result {
         case .success(let statistics):
             if !quiet {
-                writeRaw("\(path): \(ByteCount.format(Double(statistics.size))) in \(ByteCount.fixed(statistics.seconds, 2)) s, "
+                writeRaw("\(statistics.path): \(ByteCount.format(Double(statistics.size))) in \(ByteCount.fixed(statistics.seconds, 2)) s, "
                     + "\(ByteCount.format(statistics.averageBytesPerSecond))/s, \(statistics.connectionCount) connection"
                     + "\(statistics.connectionCount == 1 ? "" : "s"), \(statistics.requests) requests, \(statistics.retries) retries\n")
             }

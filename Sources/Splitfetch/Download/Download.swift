@@ -52,6 +52,9 @@ public final class Download: Sendable {
         }
         defer { continuation.finish() }
         try options.validate()
+        if let path = options.caCertificatePath, !fileExists(path) {
+            throw DownloadError(.usage, "CA certificate file \(path) does not exist")
+        }
         guard let scheme = urlScheme(url), scheme == "http" || scheme == "https", urlHost(url) != nil else {
             throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
         }

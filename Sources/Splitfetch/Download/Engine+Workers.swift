@@ -28,7 +28,7 @@ extension Engine {
             let sink = SegmentSink(table: table, file: file, counters: counters, segment: assignment.segment,
                                    requested: assignment.range, total: total, url: url,
                                    etag: resource.etag, lastModified: resource.lastModified)
-            var request = TransferRequest(url: url, range: assignment.range, options: options)
+            var request = policy.request(url, range: assignment.range)
             if let ifRange { request.headers.append("If-Range: \(ifRange)") }
             let began = clock.now
             let result = await transport.perform(request, sink: sink)
@@ -91,8 +91,9 @@ extension Engine {
             counters.set(.receiving)
             counters.requests.wrappingAdd(1, ordering: .relaxed)
             counters.bytes.store(0, ordering: .relaxed)
-            let sink = StreamSink(file: file, counters: counters, expectedSize: resource.size, url: url)
-            let result = await transport.perform(TransferRequest(url: url, options: options), sink: sink)
+            let sink = StreamSink(file: file, counters: counters, expectedSize: resource.size, url: url,
+                                  maximumSize: options.maximumSize)
+            let result = await transport.perform(policy.request(url), sink: sink)
             if result.cancelled { throw CancellationError() }
             var failure: DownloadError?
             if let e = result.sinkError {

@@ -9,7 +9,7 @@ import Glibc
 /// ``Download/run()``.
 struct Engine: Sendable {
     let url: String
-    let destination: String
+    var destination: String
     let options: DownloadOptions
     let transport: CurlTransport
     let emit: @Sendable (DownloadEvent) -> Void
@@ -18,8 +18,34 @@ struct Engine: Sendable {
     var partialPath: String { destination + ".part" }
     var manifestPath: String { destination + ".part.json" }
 
+    var policy: RequestPolicy { RequestPolicy(url: url, options: options) }
+
     func run() async throws -> DownloadStatistics {
         let startInstant = clock.now
+        guard options.useContentDisposition else { return try await runWithLocalChecks(probed: nil, since: startInstant) }
+        // The name depends on the server's answer: probe first, then look at local files.
+        let resource = try await probe()
+        var named = self
+        named.destination = contentDispositionDestination(resource) ?? destination
+        return try await named.runWithLocalChecks(probed: resource, since: startInstant)
+    }
+
+    private func probe() async throws -> RemoteResource {
+        let resource = try await Probe(transport: transport, policy: policy).run()
+        emit(.probed(resource))
+        return resource
+    }
+
+    /// The destination with its name replaced by the server's `Content-Disposition` file name,
+    /// reduced to a safe base name in the same directory; `nil` when there is none usable.
+    func contentDispositionDestination(_ resource: RemoteResource) -> String? {
+        guard let header = resource.contentDisposition, let raw = ContentDisposition.fileName(header),
+              let name = safeFileName(raw) else { return nil }
+        let directory = parentDirectory(of: destination)
+        return directory == "/" ? "/" + name : directory + "/" + name
+    }
+
+    private func runWithLocalChecks(probed: RemoteResource?, since startInstant: ContinuousClock.Instant) async throws -> DownloadStatistics {
         let store = ManifestStore(path: manifestPath)
         if options.restart { try discardPartialData() }
         if let statistics = try finishedEarlier(store: store, since: startInstant) { return statistics }
@@ -29,8 +55,8 @@ struct Engine: Sendable {
         defer { if !keepExisting { existing?.file.close() } }
         try Task.checkCancellation()
 
-        let resource = try await Probe(transport: transport, options: options).run(url: url)
-        emit(.probed(resource))
+        let resource: RemoteResource
+        if let probed { resource = probed } else { resource = try await probe() }
         if let existing {
             try checkResumable(existing.manifest, file: existing.file, resource: resource)
             keepExisting = true

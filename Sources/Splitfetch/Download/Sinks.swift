@@ -76,10 +76,12 @@ final class StreamSink: TransferSink, @unchecked Sendable {
     let counters: WorkerCounters
     let expectedSize: Int64?
     let url: String
+    let maximumSize: Int64?
     private(set) var offset: Int64 = 0
     private var validated = false
 
-    init(file: OutputFile, counters: WorkerCounters, expectedSize: Int64?, url: String) {
+    init(file: OutputFile, counters: WorkerCounters, expectedSize: Int64?, url: String, maximumSize: Int64?) {
+        self.maximumSize = maximumSize
         self.file = file
         self.counters = counters
         self.expectedSize = expectedSize
@@ -118,6 +120,9 @@ final class StreamSink: TransferSink, @unchecked Sendable {
         counters.received.wrappingAdd(count, ordering: .relaxed)
         if let expectedSize, offset + count > expectedSize {
             return .fail(DownloadError(.protocolViolation, "\(redactedURL(url)): body longer than its \(expectedSize) bytes", isTransient: true))
+        }
+        if let maximumSize, offset + count > maximumSize {
+            return .fail(DownloadError(.sizeLimit, "\(redactedURL(url)): more than \(maximumSize) bytes (--max-size)"))
         }
         do {
             try file.write(body, at: offset)

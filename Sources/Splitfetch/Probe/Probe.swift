@@ -2,77 +2,108 @@ import SegmentPlanning
 
 /// Learns a resource's size, validators and range support before the download starts.
 ///
-/// First a `HEAD` (redirects followed). When `HEAD` is refused (405, 403, 501, 5xx), times out,
-/// gives no length, or does not announce `Accept-Ranges: bytes`, a `GET` with `Range: bytes=0-0`
-/// decides: `206` gives the total from `Content-Range`; `200` means ranges are not supported.
+/// First a `HEAD`. When `HEAD` is refused (405, 403, 501, 5xx), times out, gives no length, or does
+/// not announce `Accept-Ranges: bytes`, a `GET` with `Range: bytes=0-0` decides: `206` gives the
+/// total from `Content-Range`; `200` means ranges are not supported. Redirects are followed here,
+/// one hop at a time, each checked by the ``RequestPolicy`` (only `http`/`https`, no `https` →
+/// `http` unless allowed, no loops, at most ``DownloadOptions/maximumRedirects``).
 struct Probe {
     let transport: CurlTransport
-    let options: DownloadOptions
+    let policy: RequestPolicy
+    var options: DownloadOptions { policy.options }
 
     /// Stops a probing `GET` after the first piece of body: the probe needs headers only.
     private final class HeadersOnlySink: TransferSink {
         func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict { .stop }
     }
 
-    func run(url: String) async throws(DownloadError) -> RemoteResource {
-        var headRequest = TransferRequest(url: url, method: .head, options: options)
-        headRequest.totalTimeout = options.probeTimeout
-        let head = await transport.perform(headRequest, sink: nil)
-        if head.cancelled { throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))") }
+    /// Performs a request, following redirects; returns the last result and the URL it came from.
+    private func follow(_ url: String, method: TransferRequest.Method, range: ByteRange?,
+                        sink: (any TransferSink)?) async throws(DownloadError) -> (TransferResult, String) {
+        var current = url
+        var visited: Set<String> = [url]
+        var hops = 0
+        while true {
+            var request = policy.request(current, method: method, range: range)
+            request.totalTimeout = options.probeTimeout
+            let result = await transport.perform(request, sink: sink)
+            if result.cancelled { throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))") }
+            guard let head = result.head, [301, 302, 303, 307, 308].contains(head.status) else { return (result, current) }
+            guard let next = result.redirectURL else {
+                throw DownloadError(.protocolViolation, "\(redactedURL(current)): HTTP \(head.status) without a usable Location")
+            }
+            if let error = policy.checkRedirect(from: current, to: next) { throw error }
+            hops += 1
+            if hops > options.maximumRedirects {
+                throw DownloadError(.network, "\(redactedURL(url)): more than \(options.maximumRedirects) redirects")
+            }
+            if !visited.insert(next).inserted {
+                throw DownloadError(.network, "\(redactedURL(url)): redirect loop at \(redactedURL(next))")
+            }
+            current = next
+        }
+    }
 
+    func run() async throws(DownloadError) -> RemoteResource {
+        let url = policy.url
         var fromHead: RemoteResource?
+        let (head, headURL) = try await follow(url, method: .head, range: nil, sink: nil)
         if head.curlCode == 0, let h = head.head {
             switch h.status {
             case 200...299:
-                let length = try lengthOrThrow(h, url: url)
-                fromHead = resource(url: url, finalURL: head.effectiveURL ?? url, head: h, size: length,
+                let length = try lengthOrThrow(h, url: headURL)
+                fromHead = resource(finalURL: headURL, head: h, size: length,
                                     ranges: h.first("accept-ranges")?.lowercased() == "bytes", method: "head")
             case 403, 405, 501, 500...599:
                 break  // HEAD refused or broken: try a ranged GET
             default:
-                throw HTTPFields.httpStatusError(h.status, url: url, head: h)
+                throw HTTPFields.httpStatusError(h.status, url: headURL, head: h)
             }
         } else if head.curlCode != 0 && !CurlErrors.isWorthGetProbe(head.curlCode) {
-            throw CurlErrors.error(for: head, url: url)
+            throw CurlErrors.error(for: head, url: headURL)
         }
-        if let r = fromHead, r.size != nil, r.acceptsRanges { return r }
-        if let r = fromHead, r.size == 0 { return r }
+        if let r = fromHead, r.size != nil, r.acceptsRanges { return try checked(r) }
+        if let r = fromHead, r.size == 0 { return try checked(r) }
 
-        var get = TransferRequest(url: url, method: .get, range: ByteRange(0, 1), options: options)
-        get.totalTimeout = options.probeTimeout
-        let probe = await transport.perform(get, sink: HeadersOnlySink())
-        if probe.cancelled { throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))") }
+        let (probe, finalURL) = try await follow(url, method: .get, range: ByteRange(0, 1), sink: HeadersOnlySink())
         guard let h = probe.head, probe.curlCode == 0 || probe.stoppedBySink else {
-            throw CurlErrors.error(for: probe, url: url)
+            throw CurlErrors.error(for: probe, url: finalURL)
         }
-        let finalURL = probe.effectiveURL ?? url
         switch h.status {
         case 206:
             let values = h.all("content-range")
             guard values.count == 1, let parsed = HTTPFields.contentRange(values[0]) else {
-                throw DownloadError(.protocolViolation, "\(redactedURL(url)): 206 without a valid Content-Range (\(values.first ?? "none"))")
+                throw DownloadError(.protocolViolation, "\(redactedURL(finalURL)): 206 without a valid Content-Range (\(values.first ?? "none"))")
             }
             switch parsed {
             case .range(let got, let total):
                 guard got.lowerBound == 0 else {
-                    throw DownloadError(.protocolViolation, "\(redactedURL(url)): asked for byte 0, got Content-Range \(values[0])")
+                    throw DownloadError(.protocolViolation, "\(redactedURL(finalURL)): asked for byte 0, got Content-Range \(values[0])")
                 }
                 // A HEAD length that disagrees with the 206 total is not trusted.
-                return resource(url: url, finalURL: finalURL, head: h, size: total, ranges: total != nil, method: "range-get")
+                return try checked(resource(finalURL: finalURL, head: h, size: total, ranges: total != nil, method: "range-get"))
             case .unsatisfied(let total):
-                return resource(url: url, finalURL: finalURL, head: h, size: total, ranges: true, method: "range-get")
+                return try checked(resource(finalURL: finalURL, head: h, size: total, ranges: true, method: "range-get"))
             }
         case 200:
-            let length = try lengthOrThrow(h, url: url)
-            return resource(url: url, finalURL: finalURL, head: h, size: length ?? fromHead?.size, ranges: false, method: "range-get")
+            let length = try lengthOrThrow(h, url: finalURL)
+            return try checked(resource(finalURL: finalURL, head: h, size: length ?? fromHead?.size, ranges: false, method: "range-get"))
         case 416:
             if let value = h.first("content-range"), case .unsatisfied(let total)? = HTTPFields.contentRange(value), total == 0 {
-                return resource(url: url, finalURL: finalURL, head: h, size: 0, ranges: true, method: "range-get")
+                return try checked(resource(finalURL: finalURL, head: h, size: 0, ranges: true, method: "range-get"))
             }
-            throw HTTPFields.httpStatusError(416, url: url, head: h)
+            throw HTTPFields.httpStatusError(416, url: finalURL, head: h)
         default:
-            throw HTTPFields.httpStatusError(h.status, url: url, head: h)
+            throw HTTPFields.httpStatusError(h.status, url: finalURL, head: h)
         }
+    }
+
+    /// Applies the size limit before anything is allocated.
+    private func checked(_ resource: RemoteResource) throws(DownloadError) -> RemoteResource {
+        if let limit = options.maximumSize, let size = resource.size, size > limit {
+            throw DownloadError(.sizeLimit, "\(resource.url): \(size) bytes is over the limit of \(limit) bytes (--max-size)")
+        }
+        return resource
     }
 
     private func lengthOrThrow(_ head: ResponseHead, url: String) throws(DownloadError) -> Int64? {
@@ -82,8 +113,8 @@ struct Probe {
         }
     }
 
-    private func resource(url: String, finalURL: String, head: ResponseHead, size: Int64?, ranges: Bool, method: String) -> RemoteResource {
-        RemoteResource(url: redactedURL(url), finalURL: finalURL, size: size, acceptsRanges: ranges,
+    private func resource(finalURL: String, head: ResponseHead, size: Int64?, ranges: Bool, method: String) -> RemoteResource {
+        RemoteResource(url: policy.url, finalURL: finalURL, size: size, acceptsRanges: ranges,
                        etag: head.first("etag"), lastModified: head.first("last-modified"),
                        contentType: head.first("content-type"), contentDisposition: head.first("content-disposition"),
                        probeMethod: method)
@@ -114,7 +145,7 @@ enum CurlErrors {
 
     /// Whether the same request may succeed later.
     static func isTransient(_ code: Int32) -> Bool {
-        [couldNotConnect, partialFile, timedOut, gotNothing, sendError, receiveError, 35, 16, 92].contains(code)
+        [couldNotConnect, partialFile, timedOut, gotNothing, sendError, receiveError, 16, 92].contains(code)
     }
 
     /// The error for a transfer that failed in libcurl (or in its sink).
@@ -125,8 +156,8 @@ enum CurlErrors {
         switch code {
         case unsupportedProtocol, malformedURL:
             return DownloadError(.usage, "\(redactedURL(url)): \(text)")
-        case tooManyRedirects:
-            return DownloadError(.network, "\(redactedURL(url)): \(text)")
+        case peerCertificate, 35, 58, 77, 83, 90, 91:
+            return DownloadError(.network, "\(redactedURL(url)): TLS: \(text)")
         default:
             return DownloadError(.network, "\(redactedURL(url)): \(text)", isTransient: isTransient(code))
         }

@@ -52,8 +52,21 @@ final class Transfer: @unchecked Sendable {
         _ = sf_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = sf_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = sf_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        _ = sf_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
-        _ = sf_easy_setopt_long(easy, CURLOPT_MAXREDIRS, r.maximumRedirects)
+        // Redirects are followed by the caller, one hop at a time, so that every hop is checked
+        // (protocol, downgrade, loops) and credentials go only to their own origin.
+        _ = sf_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
+        if r.insecure {
+            _ = sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
+            _ = sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0)
+        } else {
+            _ = sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
+            _ = sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
+        }
+        if let ca = r.caCertificatePath { _ = sf_easy_setopt_string(easy, CURLOPT_CAINFO, ca) }
+        if let c = r.credentials {
+            _ = sf_easy_setopt_string(easy, CURLOPT_USERNAME, c.user)
+            _ = sf_easy_setopt_string(easy, CURLOPT_PASSWORD, c.password)
+        }
         _ = sf_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
         _ = sf_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, Self.receiveBufferSize)
         _ = sf_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
@@ -132,6 +145,10 @@ final class Transfer: @unchecked Sendable {
         var url: UnsafeMutablePointer<CChar>?
         if sf_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &url) == CURLE_OK, let url {
             result.effectiveURL = String(cString: url)
+        }
+        var redirect: UnsafeMutablePointer<CChar>?
+        if sf_easy_getinfo_string(easy, CURLINFO_REDIRECT_URL, &redirect) == CURLE_OK, let redirect {
+            result.redirectURL = String(cString: redirect)
         }
         var connects: Int = 0
         if sf_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK {

@@ -16,7 +16,10 @@ struct TransferRequest: Sendable {
     var stallTimeout: Double
     /// Whole-transfer limit, for probes.
     var totalTimeout: Double?
-    var maximumRedirects: Int
+    /// Credentials for this request (already checked against the origin policy).
+    var credentials: Credentials?
+    var insecure: Bool
+    var caCertificatePath: String?
 
     init(url: String, method: Method = .get, range: ByteRange? = nil, options: DownloadOptions) {
         self.url = url
@@ -26,7 +29,8 @@ struct TransferRequest: Sendable {
         self.userAgent = options.userAgent
         self.connectTimeout = options.connectTimeout
         self.stallTimeout = options.stallTimeout
-        self.maximumRedirects = options.maximumRedirects
+        self.insecure = options.insecure
+        self.caCertificatePath = options.caCertificatePath
     }
 }
 
@@ -52,6 +56,8 @@ struct TransferResult: Sendable {
     var head: ResponseHead?
     /// The URL after redirects.
     var effectiveURL: String?
+    /// Where a `3xx` response points, resolved to an absolute URL.
+    var redirectURL: String?
     /// libcurl's result code (`CURLE_OK` is 0).
     var curlCode: Int32 = 0
     /// libcurl's error text, when `curlCode` is not 0.

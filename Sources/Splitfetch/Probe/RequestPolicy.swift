@@ -1,0 +1,83 @@
+import SegmentPlanning
+
+/// What each request may carry. Credentials (from the URL's `user:password@` or the options) and
+/// the headers `Authorization`, `Cookie` and `Proxy-Authorization` go only to the origin — scheme,
+/// host and port — of the URL the caller gave; never to a redirect target or mirror elsewhere.
+struct RequestPolicy: Sendable {
+    /// Header names that carry secrets.
+    static let sensitiveHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+
+    /// The caller's URL with any credentials removed.
+    let url: String
+    let origin: String?
+    let credentials: Credentials?
+    let options: DownloadOptions
+
+    init(url rawURL: String, options: DownloadOptions) {
+        self.url = redactedURL(rawURL)
+        self.origin = urlOrigin(rawURL)
+        self.options = options
+        self.credentials = options.credentials ?? urlCredentials(rawURL)
+    }
+
+    /// A request to `target` with what the policy allows there.
+    func request(_ target: String, method: TransferRequest.Method = .get, range: ByteRange? = nil) -> TransferRequest {
+        var request = TransferRequest(url: target, method: method, range: range, options: options)
+        let sameOrigin = origin != nil && urlOrigin(target) == origin
+        if sameOrigin {
+            request.credentials = credentials
+        } else {
+            request.headers = options.headers.filter { line in
+                let name = line.prefix { $0 != ":" }.trimmingCharacters().lowercased()
+                return !Self.sensitiveHeaders.contains(name)
+            }
+        }
+        return request
+    }
+
+    /// Checks one redirect hop; returns the error that stops it, if any.
+    func checkRedirect(from current: String, to next: String) -> DownloadError? {
+        guard let scheme = urlScheme(next), scheme == "http" || scheme == "https", urlHost(next) != nil else {
+            return DownloadError(.network, "\(redactedURL(current)): redirect to \(redactedURL(next)) refused: only http and https are followed")
+        }
+        if urlScheme(current) == "https" && scheme == "http" && !options.allowHTTPSDowngrade {
+            return DownloadError(.network,
+                "\(redactedURL(current)): redirect from https to http (\(redactedURL(next))) refused; --allow-https-downgrade permits it")
+        }
+        return nil
+    }
+}
+
+/// `scheme://host:port` of a URL, lowercased, with the default port made explicit.
+func urlOrigin(_ url: String) -> String? {
+    guard let scheme = urlScheme(url), let host = urlHost(url) else { return nil }
+    return "\(scheme)://\(host.lowercased()):\(urlPort(url) ?? (scheme == "https" ? 443 : 80))"
+}
+
+/// The explicit port of a URL, if any.
+func urlPort(_ url: String) -> Int? {
+    guard let r = url.firstRange(of: "://") else { return nil }
+    let rest = url[r.upperBound...]
+    let end = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+    var authority = rest[..<end]
+    if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+    if let close = authority.lastIndex(of: "]") { authority = authority[authority.index(after: close)...] }
+    guard let colon = authority.lastIndex(of: ":") else { return nil }
+    return Int(authority[authority.index(after: colon)...])
+}
+
+/// `user:password` from a URL's authority, percent-decoded.
+func urlCredentials(_ url: String) -> Credentials? {
+    guard let r = url.firstRange(of: "://") else { return nil }
+    let rest = url[r.upperBound...]
+    let end = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+    let authority = rest[..<end]
+    guard let at = authority.lastIndex(of: "@") else { return nil }
+    let userinfo = authority[..<at]
+    let parts = userinfo.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+    return Credentials(user: percentDecoded(parts[0]), password: parts.count > 1 ? percentDecoded(parts[1]) : "")
+}
+
+extension Substring {
+    func trimmingCharacters() -> String { String(self).trimmingSpaces() }
+}

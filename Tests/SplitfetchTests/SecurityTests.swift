@@ -1,0 +1,230 @@
+@testable import Splitfetch
+import TestHTTPServer
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Names in a directory, sorted.
+func listDirectory(_ path: String) -> [String] {
+    guard let dir = opendir(path) else { return [] }
+    defer { closedir(dir) }
+    var names: [String] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names.sorted()
+}
+
+@Suite("Safe by default")
+struct SecurityTests {
+    @Test func redirectToAFileURLIsRefused() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let url = server.url(size: 100, query: ["redirect": percentEncode("file:///etc/passwd")])
+                let error = await failure(url, to: dir + "/x", options: testOptions())
+                #expect(error?.code == .network)
+                #expect(error?.message.contains("only http and https") == true)
+                #expect(listDirectory(dir).isEmpty)
+            }
+        }
+    }
+
+    @Test func redirectLoopsAndLongChainsAreClearErrors() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let loop = await failure(server.baseURL + "/loop/x", to: dir + "/a", options: testOptions())
+                #expect(loop?.message.contains("redirect loop") == true)
+                let long = await failure(server.baseURL + "/hops/11/size/100/f", to: dir + "/b", options: testOptions())
+                #expect(long?.message.contains("more than 10 redirects") == true)
+                let (_, digest) = try await download(server.baseURL + "/hops/10/size/100/f", to: dir + "/c", options: testOptions())
+                #expect(digest == SyntheticContent(size: 100).sha256Hex())
+            }
+        }
+    }
+
+    @Test func credentialsAndSecretHeadersStayWithTheirOrigin() async throws {
+        let second = try await TestServer(configuration: .init(host: "127.0.0.2"))
+        defer { Task { await second.shutdown() } }
+        try await withServer { first in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 3 << 20
+                let target = second.url(size: size)
+                // URL credentials plus Authorization and Cookie headers, redirected to another origin.
+                let url = first.url(size: size, query: ["redirect": percentEncode(target)])
+                    .replacingFirst("http://", with: "http://alice:s3cret@")
+                var options = testOptions(connections: 4)
+                options.headers = ["Authorization: Bearer t0ken", "Cookie: session=c00kie", "X-Trace: 1"]
+                let (stats, digest) = try await download(url, to: dir + "/f", options: options)
+                #expect(digest == SyntheticContent(size: size).sha256Hex())
+
+                let firstRequests = first.recordedRequests
+                #expect(!firstRequests.isEmpty)
+                #expect(firstRequests.allSatisfy { $0.header("authorization") != nil })
+                for request in second.recordedRequests {
+                    #expect(request.header("authorization") == nil, "Authorization leaked to another origin")
+                    #expect(request.header("cookie") == nil, "Cookie leaked to another origin")
+                    #expect(request.header("x-trace") == "1")
+                }
+                #expect(second.recordedRequests.count >= 4)
+                #expect(!stats.url.contains("s3cret") && !stats.url.contains("alice"))
+            }
+        }
+    }
+
+    @Test func urlCredentialsReachTheSameOrigin() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let url = server.url(size: 2 << 20).replacingFirst("http://", with: "http://bob:pa%3Ass@")
+                _ = try await download(url, to: dir + "/f", options: testOptions())
+                let expected = "Basic " + base64("bob:pa:ss")
+                #expect(server.recordedRequests.allSatisfy { $0.header("authorization") == expected })
+            }
+        }
+    }
+
+    @Test func secretsNeverReachTheManifest() async throws {
+        try await withServer(.init(rateLimit: 1 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/m.bin"
+                let url = server.url(size: 8 << 20).replacingFirst("http://", with: "http://carol:hunter2@")
+                let error = await interrupt(url, to: path, options: testOptions(connections: 2), after: 256 << 10)
+                #expect(error?.code == .interrupted)
+                let manifest = String(decoding: readBytes(path + ".part.json") ?? [], as: UTF8.self)
+                #expect(!manifest.isEmpty)
+                #expect(!manifest.contains("hunter2") && !manifest.contains("carol"))
+                #expect(error?.message.contains("hunter2") == false)
+            }
+        }
+    }
+
+    @Test("Content-Disposition names land inside the directory with a safe name", arguments: [
+        ("attachment; filename=\"../../evil\"", "evil"),
+        ("attachment; filename=\"/etc/passwd\"", "passwd"),
+        ("attachment; filename=\"a\\\\b\"", "b"),
+        ("attachment; filename=\"..\"", "fallback.bin"),
+        ("attachment; filename=\"\"", "fallback.bin"),
+        ("attachment; filename=\"x\u{1}y\u{7F}z\"", "xyz"),
+        ("attachment; filename*=UTF-8''%E2%82%AC%2F..%2Frates.txt", "rates.txt"),
+        ("attachment; filename=\".bashrc\"", "bashrc"),
+    ])
+    func contentDispositionNames(header: String, expected: String) async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { parent in
+                let dir = parent + "/inside"
+                mkdir(dir, 0o755)
+                let url = server.url(size: 1000, name: "fallback.bin", query: ["cd": percentEncode(header)])
+                var options = testOptions()
+                options.useContentDisposition = true
+                let stats = try await Download(url, to: dir + "/fallback.bin", options: options).run()
+                #expect(stats.path == dir + "/" + expected)
+                #expect(listDirectory(dir) == [expected])
+                #expect(listDirectory(parent) == ["inside"])
+                #expect(try sha256HexOfFile(atPath: dir + "/" + expected) == SyntheticContent(size: 1000).sha256Hex())
+                unlink(dir + "/" + expected)
+                rmdir(dir)
+            }
+        }
+    }
+
+    @Test("a symlink at the output, partial or manifest path is refused and its target untouched",
+          arguments: ["", ".part", ".part.json"])
+    func symlinksAreRefused(suffix: String) async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let target = dir + "/target.txt"
+                write("keep me\n", to: target)
+                let path = dir + "/out.bin"
+                symlink(target, path + suffix)
+                for force in [false, true] {
+                    var options = testOptions()
+                    options.allowOverwrite = force
+                    let error = await failure(server.url(size: 5000), to: path, options: options)
+                    #expect(error != nil)
+                    #expect(read(target) == "keep me\n")
+                    var info = stat()
+                    #expect(lstat(path + suffix, &info) == 0 && (info.st_mode & S_IFMT) == S_IFLNK)
+                }
+            }
+        }
+    }
+
+    @Test func filesAreCreatedWithSafeModes() async throws {
+        try await withServer(.init(rateLimit: 1 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/p.bin"
+                _ = umask(0)
+                defer { umask(0o022) }
+                _ = await interrupt(server.url(size: 8 << 20), to: path, options: testOptions(connections: 2), after: 128 << 10)
+                var info = stat()
+                #expect(stat(path + ".part.json", &info) == 0 && info.st_mode & 0o777 == 0o600)
+                #expect(stat(path + ".part", &info) == 0 && info.st_mode & 0o777 == 0o644)
+            }
+        }
+    }
+
+    @Test func maximumSizeRefusesBeforeAllocating() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                var options = testOptions()
+                options.maximumSize = 1 << 20
+                let error = await failure(server.url(size: (1 << 20) + 1), to: dir + "/big", options: options)
+                #expect(error?.code == .sizeLimit)
+                #expect(listDirectory(dir).isEmpty)
+                // No length known in advance: the stream stops at the limit.
+                let streamed = await failure(server.url(size: 3 << 20, query: ["norange": "1", "nolength": "chunked"]),
+                                             to: dir + "/stream", options: options)
+                #expect(streamed?.code == .sizeLimit)
+                #expect(listDirectory(dir).isEmpty)
+            }
+        }
+    }
+
+    @Test func httpsToHTTPRedirectsNeedPermission() {
+        var options = DownloadOptions()
+        let policy = RequestPolicy(url: "https://a.example/x", options: options)
+        #expect(policy.checkRedirect(from: "https://a.example/x", to: "http://a.example/x")?.message.contains("https to http") == true)
+        #expect(policy.checkRedirect(from: "https://a.example/x", to: "https://b.example/y") == nil)
+        #expect(policy.checkRedirect(from: "http://a.example/x", to: "ftp://a.example/y") != nil)
+        options.allowHTTPSDowngrade = true
+        #expect(RequestPolicy(url: "https://a.example/x", options: options)
+            .checkRedirect(from: "https://a.example/x", to: "http://a.example/x") == nil)
+    }
+
+    @Test func originsCompareSchemeHostAndPort() {
+        #expect(urlOrigin("http://Example.org/a") == "http://example.org:80")
+        #expect(urlOrigin("https://u:p@example.org:443/") == "https://example.org:443")
+        #expect(urlOrigin("http://example.org:8080/") != urlOrigin("http://example.org/"))
+        #expect(urlOrigin("https://example.org/") != urlOrigin("http://example.org/"))
+        #expect(urlCredentials("http://a%40b:p%3Aw@h/") == Credentials(user: "a@b", password: "p:w"))
+    }
+}
+
+extension String {
+    func replacingFirst(_ target: String, with replacement: String) -> String {
+        guard let r = firstRange(of: target) else { return self }
+        return String(self[..<r.lowerBound]) + replacement + String(self[r.upperBound...])
+    }
+}
+
+/// Standard base64 (for checking Basic authorization headers).
+func base64(_ text: String) -> String {
+    let table = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+    let bytes = Array(text.utf8)
+    var out = ""
+    var i = 0
+    while i < bytes.count {
+        let b0 = UInt32(bytes[i])
+        let b1 = i + 1 < bytes.count ? UInt32(bytes[i + 1]) : 0
+        let b2 = i + 2 < bytes.count ? UInt32(bytes[i + 2]) : 0
+        let n = b0 << 16 | b1 << 8 | b2
+        out.append(table[Int(n >> 18 & 63)])
+        out.append(table[Int(n >> 12 & 63)])
+        out.append(i + 1 < bytes.count ? table[Int(n >> 6 & 63)] : "=")
+        out.append(i + 2 < bytes.count ? table[Int(n & 63)] : "=")
+        i += 3
+    }
+    return out
+}
