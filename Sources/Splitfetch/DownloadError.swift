@@ -40,6 +40,8 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
     public var httpStatus: Int?
     /// Whether retrying the same request may succeed (used by the scheduler).
     public var isTransient: Bool
+    /// The total size a `206` named when it disagreed with the probed size.
+    var observedTotal: Int64?
 
     public init(_ code: Code, _ message: String, httpStatus: Int? = nil, isTransient: Bool = false) {
         self.code = code

@@ -61,6 +61,8 @@ public struct DownloadOptions: Sendable {
     public var useContentDisposition: Bool = false
     /// Refuse files larger than this many bytes, before allocating anything. `nil`: no limit.
     public var maximumSize: Int64?
+    /// For tests (`@testable`): writes past this offset fail as if the disk were full.
+    var injectedFullDiskOffset: Int64?
 
     public init() {}
 

@@ -124,18 +124,55 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             simple(context: context, status: .methodNotAllowed, body: "", keepAlive: keepAlive, isHead: true)
             return
         }
+        if isHead && q["headhang"] == "1" { return }  // never answered; the connection stays open
         var rate = defaultRate
         if let r = q["rate"].flatMap({ Int64($0) }) { rate = slowed ? max(1, r / 16) : r }
         let noLength = q["nolength"]
         let etag = "\"" + (q["etag"] ?? "sf-\(size)-\(seed)") + "\""
         // If-Range (RFC 9110 §13.1.5): a validator that no longer matches gets the whole new file.
         let ifRangeMatches = head.headers.first(name: "If-Range").map { $0 == etag } ?? true
-        let honourRanges = q["norange"] != "1" && ifRangeMatches
+        var honourRanges = q["norange"] != "1" && ifRangeMatches
+        if let after = q["rangeafter"].flatMap(Int.init), counters.rangeRequests.load(ordering: .relaxed) >= after {
+            honourRanges = false  // ranges worked for the first requests only
+        }
+
+        // Scripted faults apply to range requests other than a `bytes=0-0` probe.
+        let rangeHeader = head.headers.first(name: "Range")
+        var fault: String?
+        if !isHead, let rangeHeader, rangeHeader != "bytes=0-0" {
+            let index = counters.rangeRequests.wrappingAdd(1, ordering: .relaxed).newValue
+            let every = q["faultevery"].flatMap(Int.init) ?? 1
+            let skip = q["faultskip"].flatMap(Int.init) ?? 0
+            if let f = q["fault"], index > skip, every > 0, (index - skip) % every == 0 { fault = f }
+            if let limit = q["maxconn"].flatMap(Int.init), counters.inflight.load(ordering: .relaxed) >= limit { fault = "busy" }
+        }
+        switch fault {
+        case "busy", "503":
+            simple(context: context, status: .serviceUnavailable, body: "busy\n",
+                   headers: [("Retry-After", q["retryafter"] ?? "1")], keepAlive: keepAlive)
+            return
+        case "429":
+            simple(context: context, status: .tooManyRequests, body: "slow down\n",
+                   headers: [("Retry-After", q["retryafter"] ?? "1")], keepAlive: keepAlive)
+            return
+        case "416":
+            simple(context: context, status: .rangeNotSatisfiable, body: "",
+                   headers: [("Content-Range", "bytes */\(size)")], keepAlive: keepAlive)
+            return
+        case "html200":
+            simple(context: context, status: .ok, body: "<html><body>Request has expired</body></html>\n",
+                   headers: [("Content-Type", "text/html")], keepAlive: keepAlive)
+            return
+        case "full200":
+            honourRanges = false
+        default:
+            break
+        }
 
         var status = HTTPResponseStatus.ok
         var range = 0..<size
         var headers = HTTPHeaders()
-        if honourRanges, let rangeHeader = head.headers.first(name: "Range") {
+        if honourRanges, let rangeHeader {
             switch parseRange(rangeHeader, size: size) {
             case .whole:
                 break
@@ -146,25 +183,46 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             case .range(let r):
                 status = .partialContent
                 range = r
-                headers.add(name: "Content-Range", value: "bytes \(r.lowerBound)-\(r.upperBound - 1)/\(size)")
+                var first = r.lowerBound, total = size
+                if fault == "shift" { first += 1 }
+                if fault == "total" { total += 1 }
+                headers.add(name: "Content-Range", value: "bytes \(first)-\(first + Int64(r.count) - 1)/\(total)")
             }
         }
         if honourRanges && q["noacceptranges"] != "1" { headers.add(name: "Accept-Ranges", value: "bytes") }
         headers.add(name: "ETag", value: etag)
         headers.add(name: "Last-Modified", value: "Mon, 02 Nov 2026 10:00:00 GMT")
-        headers.add(name: "Content-Type", value: "application/octet-stream")
+        headers.add(name: "Content-Type", value: fault == "multipart" ? "multipart/byteranges; boundary=X" : "application/octet-stream")
+        if fault == "gzip" { headers.add(name: "Content-Encoding", value: "gzip") }
         if let disposition = q["cd"] { headers.add(name: "Content-Disposition", value: percentDecode(disposition)) }
         var closeAfter = !keepAlive
-        switch noLength {
-        case "chunked" where !isHead:
-            headers.add(name: "Transfer-Encoding", value: "chunked")
-        case "close" where !isHead:
+        var chunked = false
+        let extra: Int64 = fault == "long" ? 1000 : 0
+        if let cl = q["cl"] {
+            headers.add(name: "Content-Length", value: percentDecode(cl))
+            if let cl2 = q["cl2"] { headers.add(name: "Content-Length", value: percentDecode(cl2)) }
             closeAfter = true
-        case "chunked", "close":
-            break
-        default:
-            headers.add(name: "Content-Length", value: String(range.count))
+        } else if isHead, let length = q["headlength"] {
+            headers.add(name: "Content-Length", value: length)
+        } else {
+            switch noLength {
+            case "chunked" where !isHead:
+                headers.add(name: "Transfer-Encoding", value: "chunked")
+                chunked = true
+            case "close" where !isHead:
+                closeAfter = true
+            case "chunked", "close":
+                break
+            default:
+                if extra > 0 {
+                    headers.add(name: "Transfer-Encoding", value: "chunked")
+                    chunked = true
+                } else {
+                    headers.add(name: "Content-Length", value: String(range.count))
+                }
+            }
         }
+        _ = chunked
         if closeAfter { headers.add(name: "Connection", value: "close") }
         context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
         if isHead {
@@ -172,55 +230,98 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         busy = true
-        send(context: context, content: content, from: range.lowerBound, to: range.upperBound, rate: rate, close: closeAfter)
+        counters.inflight.wrappingAdd(1, ordering: .relaxed)
+        let faultBytes = q["faultbytes"].flatMap { Int64($0) } ?? (64 * 1024)
+        var plan = SendPlan(content: content, from: range.lowerBound, to: range.upperBound, rate: rate, close: closeAfter)
+        plan.extraBytes = extra
+        switch fault {
+        case "reset": plan.stopAfter = (faultBytes, .close)
+        case "stall": plan.stopAfter = (faultBytes, .stall)
+        default: break
+        }
+        send(context: context, plan: plan, sent: 0)
+    }
+
+    /// What one response body consists of and how it ends.
+    struct SendPlan {
+        enum Stop { case close, stall }
+        var content: SyntheticContent
+        var from: Int64
+        var to: Int64
+        var rate: Int64
+        var close: Bool
+        /// Garbage sent after the range (a body longer than announced).
+        var extraBytes: Int64 = 0
+        /// After this many body bytes: drop the connection, or go silent with it open.
+        var stopAfter: (Int64, Stop)?
     }
 
     private func finish(context: ChannelHandlerContext, close: Bool) {
-        busy = false
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         if close {
             done.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         }
     }
 
-    /// Streams `[from, to)`; with a rate, each piece waits until the token bucket allows it.
-    private func send(context: ChannelHandlerContext, content: SyntheticContent, from: Int64, to: Int64, rate: Int64, close: Bool) {
-        guard context.channel.isActive else { busy = false; return }
-        if from >= to {
-            finish(context: context, close: close)
+    /// Streams the plan's bytes; with a rate, each piece waits until the token bucket allows it.
+    private func send(context: ChannelHandlerContext, plan: SendPlan, sent: Int64) {
+        guard context.channel.isActive else { done(); return }
+        let position = plan.from + sent
+        let total = plan.to - plan.from + plan.extraBytes
+        if let (limit, stop) = plan.stopAfter, sent >= limit {
+            counters.inflight.wrappingAdd(-1, ordering: .relaxed)
+            switch stop {
+            case .close: context.close(promise: nil)
+            case .stall: break  // say nothing more; the client must give up
+            }
+            return
+        }
+        if sent >= total {
+            done()
+            finish(context: context, close: plan.close)
             return
         }
         let now = NIODeadline.now()
-        if rate > 0 && nextSend > now {
+        if plan.rate > 0 && nextSend > now {
             context.eventLoop.assumeIsolated().scheduleTask(deadline: nextSend) {
-                self.send(context: context, content: content, from: from, to: to, rate: rate, close: close)
+                self.send(context: context, plan: plan, sent: sent)
             }
             return
         }
         // Pieces of about 1/50 s at the capped rate, so the cap holds with no burst.
         var piece: Int64 = 256 * 1024
-        if rate > 0 { piece = max(1024, min(piece, rate / 50)) }
-        let n = Int(min(piece, to - from))
+        if plan.rate > 0 { piece = max(1024, min(piece, plan.rate / 50)) }
+        if let (limit, _) = plan.stopAfter { piece = min(piece, limit - sent) }
+        let n = Int(min(piece, total - sent))
         var buffer = context.channel.allocator.buffer(capacity: n)
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: n) { raw in
-            content.fill(UnsafeMutableRawBufferPointer(rebasing: raw[0..<n]), from: from)
+            let fromContent = Int(max(0, min(Int64(n), plan.to - position)))
+            if fromContent > 0 {
+                plan.content.fill(UnsafeMutableRawBufferPointer(rebasing: raw[0..<fromContent]), from: position)
+            }
+            for i in fromContent..<n { raw[i] = 0x5A }  // garbage past the range
             return n
         }
-        if rate > 0 {
+        if plan.rate > 0 {
             let base = max(nextSend, now)
-            nextSend = base + .nanoseconds(Int64(n) * 1_000_000_000 / rate)
+            nextSend = base + .nanoseconds(Int64(n) * 1_000_000_000 / plan.rate)
         }
         let written = context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))))
         counters.bodyBytes.wrappingAdd(Int64(n), ordering: .relaxed)
         written.assumeIsolated().whenComplete { result in
             switch result {
             case .success:
-                self.send(context: context, content: content, from: from + Int64(n), to: to, rate: rate, close: close)
+                self.send(context: context, plan: plan, sent: sent + Int64(n))
             case .failure:
-                self.busy = false
+                self.done()
                 context.close(promise: nil)
             }
         }
+    }
+
+    private func done() {
+        if busy { counters.inflight.wrappingAdd(-1, ordering: .relaxed) }
+        busy = false
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -39,6 +39,9 @@ struct ProgressRenderer {
         case .retrying(let connection, let error, let delay):
             clearBar()
             writeLine("connection \(connection): \(error.message); retrying in \(ByteCount.fixed(delay, 1)) s")
+        case .connectionsReduced(let remaining, let reason):
+            clearBar()
+            writeLine("server busy (\(reason)); continuing with \(remaining) connection\(remaining == 1 ? "" : "s")")
         case .finished:
             clearBar()
         }

@@ -138,6 +138,8 @@ struct SplitfetchCommand: AsyncParsableCommand {
     }
 
     static func main() async {
+        // A file size limit (ulimit -f) must be an error message, not a SIGXFSZ crash.
+        signal(SIGXFSZ, SIG_IGN)
         let command: SplitfetchCommand
         do {
             command = try parseAsRoot() as! SplitfetchCommand

@@ -8,6 +8,8 @@ public enum DownloadEvent: Sendable {
     case progress(DownloadProgress)
     /// A request failed and will be retried after `delay` seconds.
     case retrying(connection: Int, error: DownloadError, delay: Double)
+    /// The server refused more connections (503 or 429); the download goes on with fewer.
+    case connectionsReduced(to: Int, reason: String)
     /// The download completed; the file is under its final name.
     case finished(DownloadStatistics)
 }

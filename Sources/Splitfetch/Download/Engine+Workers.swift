@@ -6,7 +6,7 @@ extension Engine {
 
     /// One connection: take a range, fetch it, repeat; retry failures with backoff.
     func segmentWorker(_ counters: WorkerCounters, resource: RemoteResource, ifRange: String?, total: Int64,
-                       file: OutputFile, table: SharedSegmentTable) async throws {
+                       file: OutputFile, table: SharedSegmentTable, crew: Crew) async throws {
         let url = resource.finalURL
         let origin = clock.now
         var lastRate: Double?
@@ -44,6 +44,15 @@ extension Engine {
             guard let error = segmentError(result, sink: sink, complete: complete, requested: assignment.range, url: url) else {
                 failures = 0
                 continue
+            }
+            if error.observedTotal != nil && crew.mayRestartOnSizeMismatch && table.withLock({ $0.writtenBytes == 0 }) {
+                throw SizeMismatch(observed: error.observedTotal!)
+            }
+            // The server refuses more connections: this one leaves, the others carry on.
+            if error.httpStatus == 503 || error.httpStatus == 429, table.withLock({ !$0.activeSegments.isEmpty }),
+               let remaining = crew.leave() {
+                emit(.connectionsReduced(to: remaining, reason: error.message))
+                return
             }
             guard error.isTransient else { throw error }
             failures = written > 0 ? 1 : failures + 1
@@ -126,4 +135,32 @@ extension Engine {
             try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
         }
     }
+}
+
+/// The workers of one download, and how many are still running.
+final class Crew: Sendable {
+    private let live: Atomic<Int>
+    /// Whether a size disagreement may restart a fresh download (nothing written yet).
+    let mayRestartOnSizeMismatch: Bool
+
+    init(size: Int, mayRestartOnSizeMismatch: Bool) {
+        live = Atomic(size)
+        self.mayRestartOnSizeMismatch = mayRestartOnSizeMismatch
+    }
+
+    /// Lets a worker leave unless it is the last; returns how many remain, or `nil` if it must stay.
+    func leave() -> Int? {
+        var current = live.load(ordering: .relaxed)
+        while current > 1 {
+            let (exchanged, original) = live.compareExchange(expected: current, desired: current - 1, ordering: .relaxed)
+            if exchanged { return current - 1 }
+            current = original
+        }
+        return nil
+    }
+}
+
+/// A `206` named a different total than the probe: the download restarts with a ranged probe.
+struct SizeMismatch: Error {
+    var observed: Int64
 }

@@ -65,7 +65,23 @@ struct Engine: Sendable {
         }
         if resource.isSegmentable && resource.size! > 0 {
             let file = try createPartialFile(size: resource.size!)
-            return try await runSegmented(resource: resource, file: file, manifest: nil, store: store, since: startInstant)
+            do {
+                return try await runSegmented(resource: resource, file: file, manifest: nil, store: store, since: startInstant)
+            } catch let mismatch as SizeMismatch {
+                // HEAD and a 206 disagree about the size. Ask with a ranged GET alone: if it agrees
+                // with the 206, use that size; if the server cannot agree with itself, one stream.
+                let confirmed = try await Probe(transport: transport, policy: policy).run(rangeOnly: true)
+                emit(.probed(confirmed))
+                if confirmed.isSegmentable, let size = confirmed.size, size == mismatch.observed, size > 0 {
+                    let file = try createPartialFile(size: size)
+                    return try await runSegmented(resource: confirmed, file: file, manifest: nil, store: store,
+                                                  since: startInstant, sizeConfirmed: true)
+                }
+                var stream = confirmed
+                stream.size = nil
+                stream.acceptsRanges = false
+                return try await runSingle(resource: stream, since: startInstant)
+            }
         }
         return try await runSingle(resource: resource, since: startInstant)
     }
@@ -73,7 +89,7 @@ struct Engine: Sendable {
     // MARK: - Segmented (resumable)
 
     private func runSegmented(resource: RemoteResource, file: OutputFile, manifest: Manifest?, store: ManifestStore,
-                              since startInstant: ContinuousClock.Instant) async throws -> DownloadStatistics {
+                              since startInstant: ContinuousClock.Instant, sizeConfirmed: Bool = false) async throws -> DownloadStatistics {
         let size = resource.size!
         let policy = SegmentTable.SplitPolicy(minimumPiece: options.minimumSplitSize)
         let table: SharedSegmentTable
@@ -116,7 +132,14 @@ struct Engine: Sendable {
 
         do {
             try await runWorkers(resource: resource, total: size, file: file, table: table, counters: counters,
-                                 checkpointer: checkpointer)
+                                 checkpointer: checkpointer, mayRestartOnSizeMismatch: manifest == nil && !sizeConfirmed)
+        } catch let mismatch as SizeMismatch {
+            // Nothing was written: remove the files and let the caller start again.
+            _ = await checkpointer.stop(saving: false)
+            file.close()
+            unlink(partialPath)
+            store.remove()
+            throw mismatch
         } catch {
             ticker.cancel()
             // Keep what is on disk: a final durable checkpoint, then report.
@@ -155,12 +178,14 @@ struct Engine: Sendable {
     }
 
     private func runWorkers(resource: RemoteResource, total: Int64, file: OutputFile, table: SharedSegmentTable,
-                            counters: [WorkerCounters], checkpointer: Checkpointer) async throws {
+                            counters: [WorkerCounters], checkpointer: Checkpointer, mayRestartOnSizeMismatch: Bool) async throws {
         let ifRange = HTTPFields.ifRangeValue(etag: resource.etag, lastModified: resource.lastModified)
+        let crew = Crew(size: counters.count, mayRestartOnSizeMismatch: mayRestartOnSizeMismatch)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for worker in counters {
                 group.addTask {
-                    try await segmentWorker(worker, resource: resource, ifRange: ifRange, total: total, file: file, table: table)
+                    try await segmentWorker(worker, resource: resource, ifRange: ifRange, total: total, file: file,
+                                            table: table, crew: crew)
                 }
             }
             // A failed checkpoint (fsync) stops every connection.
@@ -176,7 +201,8 @@ struct Engine: Sendable {
     // MARK: - Single stream (no ranges or no length; not resumable)
 
     private func runSingle(resource: RemoteResource, since startInstant: ContinuousClock.Instant) async throws -> DownloadStatistics {
-        let file = try OutputFile.create(path: partialPath, replace: options.allowOverwrite)
+        let file = try OutputFile.create(path: partialPath, replace: options.allowOverwrite,
+                                         injectedFullDiskOffset: options.injectedFullDiskOffset)
         var finished = false
         defer {
             if !finished {
@@ -268,7 +294,7 @@ struct Engine: Sendable {
             throw DownloadError(.resumeConflict,
                 "\(partialPath) exists without a manifest, so its bytes cannot be trusted; run with --restart to discard it")
         case (true, .some):
-            let file = try OutputFile.openExisting(path: partialPath)
+            let file = try OutputFile.openExisting(path: partialPath, injectedFullDiskOffset: options.injectedFullDiskOffset)
             do {
                 try file.lockExclusively()
                 // Read again under the lock: the manifest may have changed while another run held it.
@@ -312,7 +338,8 @@ struct Engine: Sendable {
 
     /// Creates, locks and preallocates a new partial file.
     private func createPartialFile(size: Int64) throws -> OutputFile {
-        let file = try OutputFile.create(path: partialPath, replace: options.allowOverwrite)
+        let file = try OutputFile.create(path: partialPath, replace: options.allowOverwrite,
+                                         injectedFullDiskOffset: options.injectedFullDiskOffset)
         do {
             try file.lockExclusively()
             try file.checkFreeSpace(for: size)

@@ -121,9 +121,11 @@ enum HTTPFields {
             return DownloadError(.protocolViolation, "\(where_): 206 without a valid Content-Range (\(ranges.first ?? "none"))", isTransient: true)
         }
         guard case .range(let got, let gotTotal) = parsed, got == requested, gotTotal == total else {
-            return DownloadError(.protocolViolation,
+            var error = DownloadError(.protocolViolation,
                 "\(where_): asked for bytes \(requested.lowerBound)-\(requested.upperBound - 1)/\(total), got Content-Range \(ranges[0])",
                 isTransient: true)
+            if case .range(let got, let gotTotal?) = parsed, got == requested { error.observedTotal = gotTotal }
+            return error
         }
         switch contentLength(head.all("content-length")) {
         case .failure(let error):

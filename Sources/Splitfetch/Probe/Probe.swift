@@ -44,11 +44,15 @@ struct Probe {
         }
     }
 
-    func run() async throws(DownloadError) -> RemoteResource {
+    /// - Parameter rangeOnly: skip `HEAD` and ask with a ranged `GET` only (when `HEAD` and a
+    ///   `206` disagreed about the size).
+    func run(rangeOnly: Bool = false) async throws(DownloadError) -> RemoteResource {
         let url = policy.url
         var fromHead: RemoteResource?
-        let (head, headURL) = try await follow(url, method: .head, range: nil, sink: nil)
-        if head.curlCode == 0, let h = head.head {
+        let (head, headURL) = rangeOnly ? (TransferResult(), url) : try await follow(url, method: .head, range: nil, sink: nil)
+        if rangeOnly {
+            // No HEAD: go straight to the ranged GET below.
+        } else if head.curlCode == 0, let h = head.head {
             switch h.status {
             case 200...299:
                 let length = try lengthOrThrow(h, url: headURL)

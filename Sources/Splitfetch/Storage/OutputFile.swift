@@ -13,17 +13,20 @@ import Glibc
 final class OutputFile: Sendable {
     let path: String
     let descriptor: FileDescriptor
+    /// For tests: writes reaching past this offset fail as if the disk were full.
+    let injectedFullDiskOffset: Int64?
 
-    private init(path: String, descriptor: FileDescriptor) {
+    private init(path: String, descriptor: FileDescriptor, injectedFullDiskOffset: Int64?) {
         self.path = path
         self.descriptor = descriptor
+        self.injectedFullDiskOffset = injectedFullDiskOffset
     }
 
     /// Creates a new file (or, with `replace`, truncates an existing regular file).
     ///
     /// - Throws: ``DownloadError`` (`fileIO`, or `outputExists` when the file exists and
     ///   `replace` is false) naming the path and errno text.
-    static func create(path: String, replace: Bool) throws(DownloadError) -> OutputFile {
+    static func create(path: String, replace: Bool, injectedFullDiskOffset: Int64? = nil) throws(DownloadError) -> OutputFile {
         var options: FileDescriptor.OpenOptions = [.create, .noFollow, .closeOnExec]
         if replace { options.insert(.truncate) } else { options.insert(.exclusiveCreate) }
         do {
@@ -34,7 +37,7 @@ final class OutputFile: Sendable {
                 try? fd.close()
                 throw DownloadError(.fileIO, "\(path): not a regular file")
             }
-            return OutputFile(path: path, descriptor: fd)
+            return OutputFile(path: path, descriptor: fd, injectedFullDiskOffset: injectedFullDiskOffset)
         } catch let error as Errno {
             if error == .fileExists {
                 throw DownloadError(.outputExists, "\(path) already exists (use --force to replace it)")
@@ -51,7 +54,7 @@ final class OutputFile: Sendable {
     }
 
     /// Opens an existing partial file for resuming; never follows a symlink.
-    static func openExisting(path: String) throws(DownloadError) -> OutputFile {
+    static func openExisting(path: String, injectedFullDiskOffset: Int64? = nil) throws(DownloadError) -> OutputFile {
         do {
             let fd = try FileDescriptor.open(FilePath(path), .readWrite, options: [.noFollow, .closeOnExec])
             var info = stat()
@@ -59,7 +62,7 @@ final class OutputFile: Sendable {
                 try? fd.close()
                 throw DownloadError(.fileIO, "\(path): not a regular file")
             }
-            return OutputFile(path: path, descriptor: fd)
+            return OutputFile(path: path, descriptor: fd, injectedFullDiskOffset: injectedFullDiskOffset)
         } catch let error as Errno {
             if error == .tooManySymbolicLinkLevels {
                 throw DownloadError(.fileIO, "\(path) is a symbolic link; refusing to follow it")
@@ -91,8 +94,13 @@ final class OutputFile: Sendable {
         return Int64(info.st_size)
     }
 
-    /// Refuses a size larger than the free space of the file's file system, before allocating.
+    /// Refuses a size larger than the free space of the file's file system, or than the process's
+    /// file size limit (`ulimit -f`), before allocating.
     func checkFreeSpace(for size: Int64, alreadyAllocated: Int64 = 0) throws(DownloadError) {
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit) == 0 && limit.rlim_cur != rlim_t.max && UInt64(size) > UInt64(limit.rlim_cur) {
+            throw DownloadError(.fileIO, "\(path): the file size limit (ulimit -f) is \(limit.rlim_cur) bytes; \(size) bytes needed")
+        }
         var fs = statvfs()
         guard fstatvfs(descriptor.rawValue, &fs) == 0 else { return }
         let free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
@@ -121,8 +129,12 @@ final class OutputFile: Sendable {
         throw DownloadError(.fileIO, "cannot preallocate \(size) bytes for \(path): \(text)")
     }
 
+
     /// Writes all of `bytes` at `offset`, retrying partial writes and `EINTR`.
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(DownloadError) {
+        if let limit = injectedFullDiskOffset, offset + Int64(bytes.count) > limit {
+            throw DownloadError(.fileIO, "cannot write \(bytes.count) bytes at offset \(offset) of \(path): No space left on device (injected by a test)")
+        }
         do {
             try descriptor.writeAll(toAbsoluteOffset: offset, bytes)
         } catch {
