@@ -29,6 +29,8 @@ public struct SegmentTable: Sendable {
         var assignedAt: Double = 0
         /// `claimed` when the current owner took the segment.
         var offsetAtAssignment: Int64 = 0
+        /// When bytes last arrived for this segment (or it was taken).
+        var lastProgressAt: Double = 0
 
         /// Bytes not yet written.
         public var remaining: Int64 { end - written }
@@ -46,14 +48,18 @@ public struct SegmentTable: Sendable {
         public var requestOverhead: Double
         /// How long a segment must have run before its rate is trusted, in seconds.
         public var rateWarmup: Double
+        /// An owner that has received nothing for this long is stalled: an idle worker takes its
+        /// whole remainder at once, whatever its size.
+        public var stallAfter: Double
 
         public init(minimumPiece: Int64 = 64 * 1024, alignment: Int64 = 4096,
-                    requestOverhead: Double = 0.05, rateWarmup: Double = 0.5) {
-            precondition(minimumPiece >= 1 && alignment >= 1 && requestOverhead >= 0 && rateWarmup >= 0)
+                    requestOverhead: Double = 0.05, rateWarmup: Double = 0.5, stallAfter: Double = 1.5) {
+            precondition(minimumPiece >= 1 && alignment >= 1 && requestOverhead >= 0 && rateWarmup >= 0 && stallAfter > 0)
             self.minimumPiece = minimumPiece
             self.alignment = alignment
             self.requestOverhead = requestOverhead
             self.rateWarmup = rateWarmup
+            self.stallAfter = stallAfter
         }
     }
 
@@ -153,18 +159,27 @@ public struct SegmentTable: Sendable {
     private mutating func take(_ index: Int, worker: Int, now: Double) {
         segments[index].owner = worker
         segments[index].assignedAt = now
+        segments[index].lastProgressAt = now
         segments[index].offsetAtAssignment = segments[index].claimed
     }
 
-    /// The observed rate of an active segment, when it has run long enough to trust.
+    /// Whether an active segment's owner has received nothing for ``SplitPolicy/stallAfter``.
+    func isStalled(_ segment: Segment, now: Double) -> Bool {
+        segment.owner != nil && segment.claimed < segment.end && now - segment.lastProgressAt >= policy.stallAfter
+    }
+
+    /// The observed rate of an active segment, when it has run long enough to trust; 0 when stalled.
     func rate(of segment: Segment, now: Double) -> Double? {
+        if isStalled(segment, now: now) { return 0 }
         let elapsed = now - segment.assignedAt
         guard segment.owner != nil, elapsed >= policy.rateWarmup else { return nil }
         return Double(segment.claimed - segment.offsetAtAssignment) / elapsed
     }
 
     private mutating func split(for worker: Int, now: Double, workerRate: Double?) -> Assignment? {
-        let active = segments.filter { $0.owner != nil && $0.end - $0.claimed >= 2 * policy.minimumPiece }
+        let active = segments.filter {
+            $0.owner != nil && ($0.end - $0.claimed >= 2 * policy.minimumPiece || isStalled($0, now: now))
+        }
         guard !active.isEmpty else { return nil }
         let rates = active.compactMap { rate(of: $0, now: now) }.filter { $0 > 0 }
         let typicalRate = rates.isEmpty ? nil : rates.sorted()[rates.count / 2]
@@ -194,16 +209,21 @@ public struct SegmentTable: Sendable {
         } else {
             point = claimed + left / 2
         }
-        // Align up, keep the new piece at least the minimum.
-        let align = policy.alignment
-        point = ((point + align - 1) / align) * align
-        point = max(point, claimed)
-        if victim.end - point < policy.minimumPiece {
-            point = victim.end - policy.minimumPiece
-            point = (point / align) * align
-            if point < claimed { point = claimed }
+        if isStalled(victim, now: now) {
+            point = claimed  // take everything the stalled owner has not claimed
+        } else {
+            // Align up, keep the new piece at least the minimum.
+            let align = policy.alignment
+            point = ((point + align - 1) / align) * align
+            point = max(point, claimed)
+            if victim.end - point < policy.minimumPiece {
+                point = victim.end - policy.minimumPiece
+                point = (point / align) * align
+                if point < claimed { point = claimed }
+            }
+            guard victim.end - point >= policy.minimumPiece else { return nil }
         }
-        guard victim.end - point >= policy.minimumPiece else { return nil }
+        guard point < victim.end else { return nil }
 
         let newRange = ByteRange(point, victim.end)
         segments[victim.id].end = point
@@ -234,8 +254,11 @@ public struct SegmentTable: Sendable {
     }
 
     /// Records that claimed bytes are on disk, through `offset`.
-    public mutating func commit(segment: Int, through offset: Int64) {
+    ///
+    /// - Parameter now: the caller's clock, for stall detection; `nil` leaves it unchanged.
+    public mutating func commit(segment: Int, through offset: Int64, now: Double? = nil) {
         precondition(offset >= segments[segment].written && offset <= segments[segment].claimed)
+        if let now, offset > segments[segment].written { segments[segment].lastProgressAt = now }
         segments[segment].written = offset
     }
 

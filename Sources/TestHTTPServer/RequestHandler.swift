@@ -132,7 +132,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         // If-Range (RFC 9110 §13.1.5): a validator that no longer matches gets the whole new file.
         let ifRangeMatches = head.headers.first(name: "If-Range").map { $0 == etag } ?? true
         var honourRanges = q["norange"] != "1" && ifRangeMatches
-        if let after = q["rangeafter"].flatMap(Int.init), counters.rangeRequests.load(ordering: .relaxed) >= after {
+        if let after = q["rangeafter"].flatMap(Int.init), counters.rangeRequests.withLock({ $0[head.uri] ?? 0 }) >= after {
             honourRanges = false  // ranges worked for the first requests only
         }
 
@@ -140,10 +140,17 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         let rangeHeader = head.headers.first(name: "Range")
         var fault: String?
         if !isHead, let rangeHeader, rangeHeader != "bytes=0-0" {
-            let index = counters.rangeRequests.wrappingAdd(1, ordering: .relaxed).newValue
+            let index = counters.rangeRequests.withLock { counts in
+                counts[head.uri, default: 0] += 1
+                return counts[head.uri]!
+            }
             let every = q["faultevery"].flatMap(Int.init) ?? 1
             let skip = q["faultskip"].flatMap(Int.init) ?? 0
-            if let f = q["fault"], index > skip, every > 0, (index - skip) % every == 0 { fault = f }
+            if let f = q["fault"], index > skip, every > 0, (index - skip) % every == 0 {
+                // A comma-separated list mixes faults: each faulted request takes the next one.
+                let kinds = f.split(separator: ",").map(String.init)
+                fault = kinds.isEmpty ? nil : kinds[((index - skip) / every) % kinds.count]
+            }
             if let limit = q["maxconn"].flatMap(Int.init), counters.inflight.load(ordering: .relaxed) >= limit { fault = "busy" }
         }
         switch fault {

@@ -21,7 +21,8 @@ import Synchronization
 /// | `cd=VALUE` | sends `Content-Disposition: VALUE` (percent-decoded) |
 ///
 /// | `fault=F` | a fault on range requests (never on a `bytes=0-0` probe): `shift` or `total` (wrong `Content-Range`), `long` (1000 bytes past the range, chunked), `multipart`, `gzip`, `reset` or `stall` (after `faultbytes`, default 64 KiB), `full200`, `html200`, `503`, `429`, `416` |
-/// | `faultevery=K`, `faultskip=J` | the fault hits every K-th range request after the first J (default: all) |
+/// | `fault=F1,F2,…` | faulted requests take the listed faults in turn |
+/// | `faultevery=K`, `faultskip=J` | the fault hits every K-th range request after the first J (default: all); requests are counted per URI |
 /// | `maxconn=K` | `503` with `Retry-After` while K responses are already being sent |
 /// | `retryafter=S` | the `Retry-After` value (default 1) |
 /// | `rangeafter=K` | ranges are honoured for the first K range requests only, then `200` with the whole body |
@@ -73,8 +74,8 @@ public final class TestServer: Sendable {
         /// Path → (seed, ETag) replacing what the URL says: a file that changes on the server.
         let variants = Mutex<[String: (seed: UInt64, etag: String)]>([:])
         let recorded = Mutex<[RecordedRequest]>([])
-        /// Range requests seen (not counting `bytes=0-0` probes), for scripted faults.
-        let rangeRequests = Atomic<Int>(0)
+        /// Range requests seen per URI (not counting `bytes=0-0` probes), for scripted faults.
+        let rangeRequests = Mutex<[String: Int]>([:])
         /// Responses whose body is being sent right now.
         let inflight = Atomic<Int>(0)
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import FoundationEssentials
 import Splitfetch
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -55,6 +56,9 @@ struct SplitfetchCommand: AsyncParsableCommand {
     @Option(help: "Seconds without data before a connection is replaced.")
     var stallTimeout: Double = 20
 
+    @Option(help: "Seconds to wait for the HEAD probe before probing with a ranged GET.")
+    var probeTimeout: Double = 15
+
     @Flag(name: [.short, .long], help: "Print nothing but errors.")
     var quiet = false
 
@@ -99,7 +103,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
             throw ValidationError("--connections must be between 1 and \(DownloadOptions.maximumConnections)")
         }
         guard retries >= 0 else { throw ValidationError("--retries must not be negative") }
-        guard connectTimeout > 0, stallTimeout > 0 else { throw ValidationError("timeouts must be positive") }
+        guard connectTimeout > 0, stallTimeout > 0, probeTimeout > 0 else { throw ValidationError("timeouts must be positive") }
         guard checkpointInterval >= 0 else { throw ValidationError("--checkpoint-interval must not be negative") }
         if let output, output.isEmpty { throw ValidationError("--output must not be empty") }
         if let user, !user.contains(":") { throw ValidationError("--user must be USER:PASSWORD") }
@@ -121,6 +125,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         options.retries = retries
         options.connectTimeout = connectTimeout
         options.stallTimeout = stallTimeout
+        options.probeTimeout = probeTimeout
         options.allowOverwrite = force
         options.syncBeforeRename = !noSync
         options.restart = restart
@@ -218,15 +223,27 @@ struct SplitfetchCommand: AsyncParsableCommand {
 }
 
 /// Turns SIGINT and SIGTERM into a callback (cancelling the download) instead of an abrupt exit.
+/// A second signal exits at once with the interrupted status.
 final class SignalForwarder {
     private let sources: [any DispatchSourceSignal]
 
     init(onSignal: @escaping @Sendable () -> Void) {
         var made: [any DispatchSourceSignal] = []
+        let count = Mutex(0)
         for sig in [SIGINT, SIGTERM] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler(handler: onSignal)
+            source.setEventHandler {
+                let n = count.withLock { value -> Int in
+                    value += 1
+                    return value
+                }
+                if n > 1 {
+                    writeRaw("\nsplitfetch: second signal; exiting now (the last checkpoint is kept)\n")
+                    Glibc.exit(ExitStatus.interrupted.rawValue)
+                }
+                onSignal()
+            }
             source.resume()
             made.append(source)
         }

@@ -44,10 +44,22 @@ struct SegmentTableTests {
         _ = table.assign(worker: 0, now: 0)
         // The owner has done 1000 bytes in 10 s: 100 B/s. The idle worker does 1600 B/s.
         #expect(table.claim(segment: 0, offset: 0, count: 1000) == 1000)
-        table.commit(segment: 0, through: 1000)
+        table.commit(segment: 0, through: 1000, now: 9.9)
         let split = table.assign(worker: 1, now: 10, workerRate: 1600)!
         // 16_000 left; owner share 100/1700 -> about 941 bytes stay with the slow owner.
         #expect(split.range.lowerBound == 1000 + 941)
+    }
+
+    @Test func stalledOwnerLosesItsWholeRemainder() {
+        let policy = SegmentTable.SplitPolicy(minimumPiece: 100, alignment: 1, requestOverhead: 0, rateWarmup: 0.5, stallAfter: 1)
+        var table = SegmentTable(size: 150, ranges: [ByteRange(0, 150)], policy: policy)
+        _ = table.assign(worker: 0, now: 0)
+        #expect(table.claim(segment: 0, offset: 0, count: 20) == 20)
+        table.commit(segment: 0, through: 20, now: 0.1)
+        #expect(table.assign(worker: 1, now: 0.5) == nil)  // too small to split, not stalled yet
+        let steal = table.assign(worker: 1, now: 1.2)
+        #expect(steal?.range == ByteRange(20, 150))
+        #expect(table.claim(segment: 0, offset: 20, count: 10) == 0)  // the stalled owner stops
     }
 
     @Test func noSplitBelowTwoMinimumPieces() {

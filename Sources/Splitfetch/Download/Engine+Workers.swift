@@ -2,19 +2,16 @@ import SegmentPlanning
 import Synchronization
 
 extension Engine {
-    private func now(since start: ContinuousClock.Instant) -> Double { (clock.now - start).seconds }
-
     /// One connection: take a range, fetch it, repeat; retry failures with backoff.
     func segmentWorker(_ counters: WorkerCounters, resource: RemoteResource, ifRange: String?, total: Int64,
                        file: OutputFile, table: SharedSegmentTable, crew: Crew) async throws {
         let url = resource.finalURL
-        let origin = clock.now
         var lastRate: Double?
         var failures = 0
         defer { counters.set(.done) }
         while true {
             try Task.checkCancellation()
-            let t = now(since: origin)
+            let t = table.now()
             let assignment = table.withLock { $0.assign(worker: counters.id, now: t, workerRate: lastRate) }
             guard let assignment else {
                 let (complete, anyActive) = table.withLock { ($0.isComplete, !$0.activeSegments.isEmpty) }

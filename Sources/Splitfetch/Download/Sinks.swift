@@ -57,7 +57,8 @@ final class SegmentSink: TransferSink, @unchecked Sendable {
             }
             offset += allowed
             let through = offset
-            table.withLock { $0.commit(segment: segment, through: through) }
+            let now = table.now()
+            table.withLock { $0.commit(segment: segment, through: through, now: now) }
             counters.bytes.wrappingAdd(allowed, ordering: .relaxed)
         }
         return allowed < count ? .stop : .proceed

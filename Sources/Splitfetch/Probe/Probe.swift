@@ -130,6 +130,7 @@ enum CurlErrors {
     // Values from curl/curl.h (CURLcode), stable across libcurl versions.
     static let unsupportedProtocol: Int32 = 1
     static let malformedURL: Int32 = 3
+    static let weirdServerReply: Int32 = 8
     static let couldNotResolveHost: Int32 = 6
     static let couldNotConnect: Int32 = 7
     static let partialFile: Int32 = 18
@@ -160,6 +161,8 @@ enum CurlErrors {
         switch code {
         case unsupportedProtocol, malformedURL:
             return DownloadError(.usage, "\(redactedURL(url)): \(text)")
+        case weirdServerReply, badContentEncoding:
+            return DownloadError(.protocolViolation, "\(redactedURL(url)): malformed response: \(text)")
         case peerCertificate, 35, 58, 77, 83, 90, 91:
             return DownloadError(.network, "\(redactedURL(url)): TLS: \(text)")
         default:

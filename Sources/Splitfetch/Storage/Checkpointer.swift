@@ -22,6 +22,8 @@ final class Checkpointer: Sendable {
         var failureWatchers: [CheckedContinuation<DownloadError?, Never>] = []
         var finished = false
         var durableRequested = false
+        /// The failure watcher was cancelled (possibly before it started waiting).
+        var watchCancelled = false
         var savedCount = 0
     }
 
@@ -84,7 +86,7 @@ final class Checkpointer: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<DownloadError?, Never>) in
                 lock.lock()
-                if state.finished || state.failure != nil {
+                if state.finished || state.failure != nil || state.watchCancelled {
                     let f = state.failure
                     lock.unlock()
                     continuation.resume(returning: f)
@@ -95,6 +97,8 @@ final class Checkpointer: Sendable {
             }
         } onCancel: {
             lock.lock()
+            // Under the lock, so a watcher that has not started waiting yet sees it.
+            state.watchCancelled = true
             let watchers = state.failureWatchers
             state.failureWatchers = []
             lock.unlock()

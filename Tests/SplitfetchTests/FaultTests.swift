@@ -1,0 +1,225 @@
+@testable import Splitfetch
+import TestHTTPServer
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One row of the README's fault table per test: the server misbehaves as scripted, and the
+/// download either finishes with the right SHA-256 or stops with a clear error and no file under
+/// the final name.
+@Suite("Misbehaving servers")
+struct FaultTests {
+    static let size: Int64 = (3 << 20) + 4321
+
+    /// Options for fault tests: quick retries, short stall timeout, 4 connections.
+    static func options(retries: Int = 6) -> DownloadOptions {
+        var o = testOptions(connections: 4, minimumSegmentSize: 512 << 10)
+        o.retries = retries
+        o.stallTimeout = 1
+        o.probeTimeout = 1
+        return o
+    }
+
+    /// Downloads and checks the SHA-256 against the generated content.
+    func expectCorrect(_ server: TestServer, query: [String: String], options: DownloadOptions = options(),
+                       sourceLocation: SourceLocation = #_sourceLocation) async throws -> DownloadStatistics {
+        try await withTemporaryDirectory { dir in
+            let (stats, digest) = try await download(server.url(size: Self.size, query: query), to: dir + "/f", options: options)
+            #expect(digest == SyntheticContent(size: Self.size).sha256Hex(), sourceLocation: sourceLocation)
+            #expect(!fileExists(dir + "/f.part"), sourceLocation: sourceLocation)
+            return stats
+        }
+    }
+
+    /// Expects a failure with `code`, a message containing `text` and the URL or path, and no final file.
+    func expectFailure(_ server: TestServer, query: [String: String], code: DownloadError.Code, text: String,
+                       options: DownloadOptions = options(), size: Int64 = size,
+                       sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await withTemporaryDirectory { dir in
+            let error = await failure(server.url(size: size, query: query), to: dir + "/f", options: options,
+                                      sourceLocation: sourceLocation)
+            #expect(error?.code == code, "\(error?.message ?? "no error")", sourceLocation: sourceLocation)
+            #expect(error?.message.contains(text) == true, "\(error?.message ?? "")", sourceLocation: sourceLocation)
+            #expect(error?.message.contains("127.0.0.1") == true || error?.message.contains(dir) == true,
+                    sourceLocation: sourceLocation)
+            #expect(!fileExists(dir + "/f"), sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test func headRefusedOrHangingFallsBackToARangedGet() async throws {
+        try await withServer { server in
+            let refused = try await expectCorrect(server, query: ["nohead": "1"])
+            #expect(refused.mode == .segmented)
+            let hanging = try await expectCorrect(server, query: ["headhang": "1"])
+            #expect(hanging.mode == .segmented)
+        }
+    }
+
+    @Test func headLengthThatDisagreesWithThe206TotalIsNotTrusted() async throws {
+        try await withServer { server in
+            // HEAD claims half the size; the 206 totals agree with each other: their size wins.
+            let stats = try await expectCorrect(server, query: ["headlength": String(Self.size / 2)])
+            #expect(stats.size == Self.size)
+            #expect(stats.mode == .segmented)
+            // HEAD claims more than there is.
+            let bigger = try await expectCorrect(server, query: ["headlength": String(Self.size * 2)])
+            #expect(bigger.size == Self.size)
+        }
+    }
+
+    @Test func rangesWithoutAcceptRangesAreUsed() async throws {
+        try await withServer { server in
+            let stats = try await expectCorrect(server, query: ["noacceptranges": "1"])
+            #expect(stats.mode == .segmented && stats.connectionCount > 1)
+        }
+    }
+
+    @Test func wholeBodyToARangeRequestWritesNothing() async throws {
+        try await withServer { server in
+            // At the probe: one stream from a clean state.
+            let stats = try await expectCorrect(server, query: ["norange": "1"])
+            #expect(stats.mode == .single)
+            // Mid-download: the segment is rejected before a byte is written; the error is clear.
+            try await expectFailure(server, query: ["rangeafter": "2"], code: .protocolViolation, text: "ignored the range")
+        }
+    }
+
+    @Test("a wrong 206 is rejected and retried", arguments: ["shift", "total", "long", "multipart", "gzip"])
+    func wrongPartialResponses(fault: String) async throws {
+        try await withServer { server in
+            // Every third range request is wrong: retries get the right bytes.
+            let stats = try await expectCorrect(server, query: ["fault": fault, "faultevery": "3"])
+            #expect(stats.retries > 0)
+            if fault == "total" {
+                // Every 206 names another total than the ranged probe: the server cannot agree with
+                // itself, so the file comes as one stream, whole.
+                let stats = try await expectCorrect(server, query: ["fault": fault])
+                #expect(stats.mode == .single)
+            } else {
+                // Every request wrong: a clear protocol error once the retries are spent.
+                try await expectFailure(server, query: ["fault": fault], code: .protocolViolation, text: "gave up after")
+            }
+        }
+    }
+
+    @Test func resetsAndShortBodiesResumeFromTheFirstUnwrittenByte() async throws {
+        try await withServer { server in
+            let before = server.statistics.bodyBytes
+            let stats = try await expectCorrect(server, query: ["fault": "reset", "faultevery": "2", "faultbytes": "100000"])
+            #expect(stats.retries > 0)
+            // Retries fetch only what is missing: the server sends little more than the file.
+            #expect(server.statistics.bodyBytes - before < Self.size + (2 << 20))
+        }
+    }
+
+    @Test func stalledConnectionsAreReplaced() async throws {
+        try await withServer { server in
+            let stats = try await expectCorrect(server, query: ["fault": "stall", "faultevery": "4", "faultbytes": "50000"])
+            #expect(stats.retries + stats.splits > 0)
+        }
+    }
+
+    @Test func trickleConnectionsAreOvertaken() async throws {
+        try await withServer(.init(rateLimit: 2 << 20, slowEvery: 3, slowFactor: 32)) { server in
+            let stats = try await expectCorrect(server, query: [:])
+            #expect(stats.splits > 0)
+        }
+    }
+
+    @Test func retryAfterIsHonouredAndBusyServersGetFewerConnections() async throws {
+        try await withServer { server in
+            // 503 with Retry-After on every other request: waits as told, then finishes.
+            var options = Self.options()
+            options.retryMaximumDelay = 2
+            let waited = try await expectCorrect(server, query: ["fault": "503", "faultevery": "2", "retryafter": "1"], options: options)
+            #expect(waited.retries > 0 || waited.connections.count < 4)
+            // 429 likewise.
+            _ = try await expectCorrect(server, query: ["fault": "429", "faultevery": "2", "retryafter": "0"])
+            // At most 2 simultaneous responses: the download narrows to what the server accepts.
+            let busy = try await expectCorrect(server, query: ["maxconn": "2", "rate": "4000000"])
+            #expect(busy.size == Self.size)
+        }
+    }
+
+    @Test func busyServerReducesTheConnectionCount() async throws {
+        try await withServer(.init(rateLimit: 4 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let download = Download(server.url(size: Self.size, query: ["maxconn": "2"]), to: dir + "/f", options: Self.options())
+                let reduced = Task { () -> Int? in
+                    var lowest: Int?
+                    for await event in download.events {
+                        if case .connectionsReduced(let to, _) = event { lowest = min(lowest ?? to, to) }
+                    }
+                    return lowest
+                }
+                _ = try await download.run()
+                let lowest = await reduced.value
+                #expect(lowest != nil && lowest! <= 2)
+                #expect(try sha256HexOfFile(atPath: dir + "/f") == SyntheticContent(size: Self.size).sha256Hex())
+            }
+        }
+    }
+
+    @Test func expiredSignedURLErrorPageIsNeverWritten() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let error = await failure(server.url(size: Self.size, query: ["fault": "html200", "faultskip": "2"]),
+                                          to: dir + "/f", options: Self.options())
+                #expect(error != nil)
+                #expect(!fileExists(dir + "/f"))
+                // Whatever was kept is the file's own bytes, never the HTML page.
+                let partial = readBytes(dir + "/f.part") ?? []
+                let page = Array("<html>".utf8)
+                #expect(!partial.indices.dropLast(page.count).contains { partial[$0..<$0 + page.count].elementsEqual(page) })
+            }
+        }
+    }
+
+    @Test("absurd Content-Length values are protocol errors before any allocation", arguments: [
+        ("36893488147419103232", nil), ("-5", nil), ("12abc", nil), ("100", "200"),
+    ] as [(String, String?)])
+    func badContentLength(value: String, second: String?) async throws {
+        try await withServer { server in
+            var query = ["cl": percentEncode(value), "norange": "1"]
+            if let second { query["cl2"] = second }
+            try await withTemporaryDirectory { dir in
+                let error = await failure(server.url(size: 100, query: query), to: dir + "/f", options: Self.options())
+                #expect(error?.code == .protocolViolation, "\(error?.message ?? "")")
+                #expect(error?.message.contains("Content-Length") == true)
+                #expect(listDirectory(dir).isEmpty)
+            }
+        }
+    }
+
+    @Test func rangeNotSatisfiableIsAClearErrorAndAppendsNothing() async throws {
+        try await withServer { server in
+            try await expectFailure(server, query: ["fault": "416"], code: .http, text: "416")
+            // An empty file answers a probe with 416 and bytes */0: that is a complete empty file.
+            try await withTemporaryDirectory { dir in
+                let (stats, digest) = try await download(server.url(size: 0, query: ["nohead": "1"]), to: dir + "/e", options: Self.options())
+                #expect(stats.size == 0 && digest == SyntheticContent(size: 0).sha256Hex())
+            }
+        }
+    }
+
+    @Test func fullDiskDuringAWriteKeepsAValidManifestAndTheRerunCompletes() async throws {
+        try await withServer(.init(rateLimit: 8 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/d.bin"
+                let url = server.url(size: Self.size)
+                var options = Self.options()
+                options.injectedFullDiskOffset = Self.size / 2
+                let error = await failure(url, to: path, options: options)
+                #expect(error?.code == .fileIO)
+                #expect(error?.message.contains(path) == true && error?.message.contains("No space left") == true)
+                let manifest = try ManifestCodec.decode(try #require(readBytes(path + ".part.json")), path: "m")
+                #expect(manifest.size == Self.size)
+                let (stats, digest) = try await download(url, to: path, options: Self.options())
+                #expect(digest == SyntheticContent(size: Self.size).sha256Hex())
+                #expect(stats.resumedBytes > 0)
+            }
+        }
+    }
+}
