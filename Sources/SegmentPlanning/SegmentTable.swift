@@ -71,6 +71,8 @@ public struct SegmentTable: Sendable {
         public var range: ByteRange
         /// Whether this assignment came from splitting another worker's segment.
         public var isSplit: Bool
+        /// The worker whose stalled segment was taken whole; its transfer has nothing left to do.
+        public var stalledOwner: Int? = nil
     }
 
     /// The file size.
@@ -209,7 +211,8 @@ public struct SegmentTable: Sendable {
         } else {
             point = claimed + left / 2
         }
-        if isStalled(victim, now: now) {
+        let stalled = isStalled(victim, now: now)
+        if stalled {
             point = claimed  // take everything the stalled owner has not claimed
         } else {
             // Align up, keep the new piece at least the minimum.
@@ -232,7 +235,7 @@ public struct SegmentTable: Sendable {
                                 written: newRange.lowerBound, claimed: newRange.lowerBound, owner: nil))
         take(id, worker: worker, now: now)
         splitCount += 1
-        return Assignment(segment: id, range: newRange, isSplit: true)
+        return Assignment(segment: id, range: newRange, isSplit: true, stalledOwner: stalled ? victim.owner : nil)
     }
 
     // MARK: - The write path

@@ -27,8 +27,15 @@ extension Engine {
                                    etag: resource.etag, lastModified: resource.lastModified)
             var request = policy.request(url, range: assignment.range)
             if let ifRange { request.headers.append("If-Range: \(ifRange)") }
+            if let stalled = assignment.stalledOwner { crew.abortTransfer(of: stalled) }
             let began = clock.now
-            let result = await transport.perform(request, sink: sink)
+            // The transfer runs in a task of its own so a worker that takes over this stalled
+            // segment can stop it at once, instead of waiting for libcurl's low-speed timeout.
+            let transport = self.transport
+            let transfer = Task { await transport.perform(request, sink: sink) }
+            crew.register(worker: counters.id, transfer: transfer)
+            let result = await withTaskCancellationHandler { await transfer.value } onCancel: { transfer.cancel() }
+            crew.unregister(worker: counters.id)
             let (complete, written) = table.withLock { t -> (Bool, Int64) in
                 t.release(segment: assignment.segment)
                 let s = t.segments[assignment.segment]
@@ -36,7 +43,10 @@ extension Engine {
             }
             let elapsed = (clock.now - began).seconds
             if elapsed > 0.2 && written > 0 { lastRate = Double(written) / elapsed }
-            if result.cancelled { throw CancellationError() }
+            if result.cancelled {
+                if Task.isCancelled { throw CancellationError() }
+                continue  // stopped because another worker took the stalled remainder
+            }
 
             guard let error = segmentError(result, sink: sink, complete: complete, requested: assignment.range, url: url) else {
                 failures = 0
@@ -134,15 +144,29 @@ extension Engine {
     }
 }
 
-/// The workers of one download, and how many are still running.
+/// The workers of one download, how many are still running, and their transfers in flight.
 final class Crew: Sendable {
     private let live: Atomic<Int>
+    private let transfers = Mutex<[Int: Task<TransferResult, Never>]>([:])
     /// Whether a size disagreement may restart a fresh download (nothing written yet).
     let mayRestartOnSizeMismatch: Bool
 
     init(size: Int, mayRestartOnSizeMismatch: Bool) {
         live = Atomic(size)
         self.mayRestartOnSizeMismatch = mayRestartOnSizeMismatch
+    }
+
+    func register(worker: Int, transfer: Task<TransferResult, Never>) {
+        transfers.withLock { $0[worker] = transfer }
+    }
+
+    func unregister(worker: Int) {
+        _ = transfers.withLock { $0.removeValue(forKey: worker) }
+    }
+
+    /// Stops the transfer a worker is waiting on (its segment was taken over).
+    func abortTransfer(of worker: Int) {
+        transfers.withLock { $0[worker] }?.cancel()
     }
 
     /// Lets a worker leave unless it is the last; returns how many remain, or `nil` if it must stay.
