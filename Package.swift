@@ -28,10 +28,12 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .target(name: "SegmentPlanning", swiftSettings: strict),
+        .target(name: "CShims"),
         .target(
             name: "Splitfetch",
             dependencies: [
                 "CCurl",
+                "CShims",
                 "SegmentPlanning",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],

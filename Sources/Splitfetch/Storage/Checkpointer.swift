@@ -167,6 +167,10 @@ final class Checkpointer: Sendable {
         let snapshot = table.withLock { $0.progressSnapshot().map { ProgressEntry(range: $0.range, written: $0.written) } }
         if durable {
             try file.sync()
+        } else {
+            file.startWriteback()
+        }
+        if durable {
             durableOffsets = Dictionary(uniqueKeysWithValues: snapshot.map { ($0.range.lowerBound, $0.written) })
         }
         var manifest = template

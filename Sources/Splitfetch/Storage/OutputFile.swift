@@ -1,3 +1,4 @@
+import CShims
 import SystemPackage
 
 #if canImport(Glibc)
@@ -147,6 +148,13 @@ final class OutputFile: Sendable {
         do { try descriptor.resize(to: size) } catch {
             throw DownloadError(.fileIO, "cannot set the size of \(path): \(error)")
         }
+    }
+
+    /// Asks the kernel to start writing dirty pages to disk without waiting, so the `fdatasync` of
+    /// a later checkpoint or of the finish has little left to do. Errors are ignored: this only
+    /// moves work earlier.
+    func startWriteback() {
+        _ = sf_start_writeback(descriptor.rawValue, 0, 0)
     }
 
     /// Makes written data durable (`fdatasync`).
