@@ -23,8 +23,14 @@ struct SplitfetchCommand: AsyncParsableCommand {
             """,
         version: splitfetchVersion)
 
-    @Argument(help: "The http or https URL to download.")
-    var url: String
+    @Argument(help: "The http or https URL(s) to download.")
+    var urls: [String] = []
+
+    @Option(name: [.short, .customLong("input-file")], help: "Read URLs from FILE, one per line ('-' for standard input).")
+    var inputFile: String?
+
+    @Option(name: [.short, .long], help: "Files downloaded at the same time when there are several URLs.")
+    var jobs: Int = 1
 
     @Option(name: [.customShort("n"), .long], help: "Parallel connections (1-\(DownloadOptions.maximumConnections)).")
     var connections: Int = 8
@@ -80,7 +86,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
     @Option(name: [.short, .long], help: "USER:PASSWORD for HTTP authentication; sent only to the URL's own origin.")
     var user: String?
 
-    @Flag(name: [.short, .long], help: "Do not verify TLS certificates or host names (unsafe).")
+    @Flag(name: [.customShort("k"), .long], help: "Do not verify TLS certificates or host names (unsafe).")
     var insecure = false
 
     @Option(help: "PEM file of CA certificates to verify the server with.")
@@ -98,7 +104,15 @@ struct SplitfetchCommand: AsyncParsableCommand {
     })
     var maxSize: Int64?
 
+    /// The single URL of a one-file run.
+    var url: String { urls.first ?? "" }
+
     func validate() throws {
+        guard !urls.isEmpty || inputFile != nil else { throw ValidationError("missing URL (give one or more, or --input-file)") }
+        guard (1...64).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 64") }
+        if output != nil && (urls.count > 1 || inputFile != nil) {
+            throw ValidationError("--output names one file; with several URLs use --directory")
+        }
         guard (1...DownloadOptions.maximumConnections).contains(connections) else {
             throw ValidationError("--connections must be between 1 and \(DownloadOptions.maximumConnections)")
         }
@@ -162,6 +176,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
     }
 
     func execute() async -> ExitStatus {
+        if urls.count > 1 || inputFile != nil { return await executeMany() }
         let path: String
         do { path = try destination() } catch { return fail(.usage, "\(error)") }
         let options = makeOptions()
@@ -208,15 +223,96 @@ struct SplitfetchCommand: AsyncParsableCommand {
         }
     }
 
+    /// Several URLs: up to `--jobs` at a time over one shared session, so connections are reused.
+    func executeMany() async -> ExitStatus {
+        var collected = urls
+        if let inputFile {
+            guard let text = readText(inputFile) else { return fail(.usage, "cannot read \(inputFile)") }
+            collected += text.split(whereSeparator: \.isNewline).map { String($0).trimmingCharacters() }
+                .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+        }
+        let list = collected
+        guard !list.isEmpty else { return fail(.usage, "no URLs to download") }
+        let options = makeOptions()
+        do { try options.validate() } catch { return fail(.usage, error.message) }
+        if insecure { writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified\n") }
+        let session = Session(maximumConnections: max(8, jobs * options.connections))
+        defer { session.shutdown() }
+        let directory = self.directory
+        let quiet = self.quiet
+        let started = ContinuousClock.now
+        let jobs = self.jobs
+        let work = Task { () -> [(String, Result<DownloadStatistics, DownloadError>)] in
+            await withTaskGroup(of: (Int, String, Result<DownloadStatistics, DownloadError>).self) { group in
+                var results = [(String, Result<DownloadStatistics, DownloadError>)?](repeating: nil, count: list.count)
+                var next = 0
+                func add(_ group: inout TaskGroup<(Int, String, Result<DownloadStatistics, DownloadError>)>) {
+                    let index = next
+                    let url = list[index]
+                    next += 1
+                    let name = defaultFileName(forURL: url)
+                    let path = directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
+                    group.addTask {
+                        do throws(DownloadError) {
+                            let stats = try await Download(url, to: path, options: options, session: session).run()
+                            return (index, url, .success(stats))
+                        } catch {
+                            return (index, url, .failure(error))
+                        }
+                    }
+                }
+                while next < min(jobs, list.count) { add(&group) }
+                while let (index, url, result) = await group.next() {
+                    results[index] = (url, result)
+                    switch result {
+                    case .success(let s) where !quiet:
+                        writeRaw("\(s.path): \(ByteCount.format(Double(s.size))) in \(ByteCount.fixed(s.seconds, 2)) s\n")
+                    case .failure(let e):
+                        writeRaw("splitfetch: \(e.message)\n")
+                    default:
+                        break
+                    }
+                    if next < list.count && !Task.isCancelled { add(&group) }
+                }
+                return results.compactMap { $0 }
+            }
+        }
+        let signals = SignalForwarder(onSignal: { work.cancel() })
+        defer { signals.stop() }
+        let results = await work.value
+        let seconds = (ContinuousClock.now - started).seconds
+        let done = results.compactMap { try? $0.1.get() }
+        let total = done.reduce(Int64(0)) { $0 + $1.size }
+        if !quiet {
+            writeRaw("\(done.count) of \(list.count) files, \(ByteCount.format(Double(total))) in \(ByteCount.fixed(seconds, 2)) s, "
+                + "\(ByteCount.format(seconds > 0 ? Double(total) / seconds : 0))/s\n")
+        }
+        if let statsJson {
+            let batch = BatchStatistics(files: done, fileCount: list.count, failed: list.count - done.count, size: total,
+                                        seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(total) / seconds : 0)
+            do { try writeJSON(batch, to: statsJson) } catch {
+                return fail(.fileIO, "cannot write statistics to \(statsJson): \(error)")
+            }
+        }
+        for (_, result) in results {
+            if case .failure(let e) = result { return e.code == .interrupted ? .interrupted : ExitStatus(e.code) }
+        }
+        return results.count == list.count ? .success : .interrupted
+    }
+
     private func fail(_ status: ExitStatus, _ message: String) -> ExitStatus {
         writeRaw("splitfetch: \(message)\n")
         return status
     }
 
     private func writeStatistics(_ statistics: DownloadStatistics, to path: String) throws {
+        try writeJSON(statistics, to: path)
+    }
+
+    private func writeJSON(_ value: some Encodable, to path: String) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        var data = try encoder.encode(statistics)
+        var data = try encoder.encode(value)
         data.append(contentsOf: "\n".utf8)
         try data.write(to: URL(fileURLWithPath: path))
     }
@@ -252,5 +348,37 @@ final class SignalForwarder {
 
     func stop() {
         for source in sources { source.cancel() }
+    }
+}
+
+/// `--stats-json` of a run with several URLs.
+struct BatchStatistics: Encodable {
+    var files: [DownloadStatistics]
+    var fileCount: Int
+    var failed: Int
+    var size: Int64
+    var seconds: Double
+    var averageBytesPerSecond: Double
+}
+
+/// The text of a file, or of standard input for `-`.
+func readText(_ path: String) -> String? {
+    let file = path == "-" ? fdopen(dup(STDIN_FILENO), "r") : fopen(path, "r")
+    guard let file else { return nil }
+    defer { fclose(file) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = fread(&buffer, 1, buffer.count, file)
+        if n <= 0 { break }
+        bytes += buffer[0..<n]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+extension Duration {
+    var seconds: Double {
+        let c = components
+        return Double(c.seconds) + Double(c.attoseconds) / 1e18
     }
 }

@@ -196,3 +196,25 @@ struct DownloadTests {
         }
     }
 }
+
+@Suite("Sessions")
+struct SessionTests {
+    @Test func manyFilesReuseTheSessionsConnections() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let session = Session()
+                defer { session.shutdown() }
+                for i in 0..<12 {
+                    let size = Int64(100_000 + i)
+                    let stats = try await Download(server.url(size: size, name: "f\(i)"), to: dir + "/f\(i)",
+                                                   options: testOptions(connections: 1), session: session).run()
+                    #expect(stats.size == size)
+                    #expect(try sha256HexOfFile(atPath: dir + "/f\(i)") == SyntheticContent(size: size).sha256Hex())
+                }
+                let s = server.statistics
+                #expect(s.requests >= 24)       // a probe and a range per file
+                #expect(s.connections <= 2)     // over one kept-alive connection
+            }
+        }
+    }
+}

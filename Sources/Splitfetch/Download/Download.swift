@@ -27,6 +27,7 @@ public final class Download: Sendable {
 
     private let continuation: AsyncStream<DownloadEvent>.Continuation
     private let started = Atomic<Bool>(false)
+    private let session: Session?
 
     /// Describes a download; nothing happens until ``run()``.
     ///
@@ -34,7 +35,10 @@ public final class Download: Sendable {
     ///   - url: an `http` or `https` URL.
     ///   - destination: where the finished file goes; its directory must exist.
     ///   - options: connection count, timeouts, retries and the rest.
-    public init(_ url: String, to destination: String, options: DownloadOptions = DownloadOptions()) {
+    ///   - session: a ``Session`` to share connections with other downloads; by default the
+    ///     download has a transport of its own.
+    public init(_ url: String, to destination: String, options: DownloadOptions = DownloadOptions(), session: Session? = nil) {
+        self.session = session
         self.url = url
         self.destination = destination
         self.options = options
@@ -58,8 +62,8 @@ public final class Download: Sendable {
         guard let scheme = urlScheme(url), scheme == "http" || scheme == "https", urlHost(url) != nil else {
             throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
         }
-        let transport = CurlTransport(maximumConnections: options.connections)
-        defer { transport.shutdown() }
+        let transport = session?.transport ?? CurlTransport(maximumConnections: options.connections)
+        defer { if session == nil { transport.shutdown() } }
         let engine = Engine(url: url, destination: destination, options: options, transport: transport,
                             emit: { [continuation] in continuation.yield($0) })
         do {
