@@ -208,6 +208,40 @@ def run_once(argv, out, expected_sha, timeout):
     return {"ok": True, "wall": wall, "cpu": float(parts[1]) + float(parts[2]), "rss_kib": int(parts[3])}
 
 
+def many_commands(splitfetch):
+    """Each tool: argv to fetch every URL in LIST into DIR with J parallel transfers."""
+    return {
+        "splitfetch": lambda lst, d, j, urls: [splitfetch, "-q", "-n", "1", "-j", str(j), "-i", lst, "-d", d],
+        "aria2": lambda lst, d, j, urls: ["aria2c", "-q", "-j", str(j), "-x", "1", "-i", lst, "-d", d,
+                                          "--allow-overwrite=true", "--auto-file-renaming=false"],
+        "wget2": lambda lst, d, j, urls: ["wget2", "-q", "--no-robots", f"--max-threads={j}", "-nd", "-P", d, "-i", lst],
+        "curl": lambda lst, d, j, urls: ["curl", "-s", "--parallel", "--parallel-max", str(j), "--output-dir", d,
+                                         "--remote-name-all"] + urls,
+        "wget": lambda lst, d, j, urls: ["wget", "-q", "-nd", "-P", d, "-i", lst],
+    }
+
+
+def run_many(argv, out_dir, expected, timeout):
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
+    timefile = out_dir + ".time"
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", timefile] + argv,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": "timeout"}
+    wall = time.monotonic() - start
+    if proc.returncode != 0:
+        return {"ok": False, "error": f"exit {proc.returncode}: {proc.stderr.decode(errors='replace')[-300:]}"}
+    for name, sha in expected.items():
+        path = os.path.join(out_dir, name)
+        if not os.path.exists(path) or sha256_file(path) != sha:
+            return {"ok": False, "error": f"{name} missing or wrong"}
+    parts = open(timefile).read().split()
+    return {"ok": True, "wall": wall, "cpu": float(parts[1]) + float(parts[2]), "rss_kib": int(parts[3])}
+
+
 def summarize(values):
     if not values:
         return None
@@ -219,7 +253,7 @@ def main():
     ap.add_argument("--splitfetch", default=os.path.join(ROOT, ".build/release/splitfetch"))
     ap.add_argument("--testserver", default=os.path.join(ROOT, ".build/release/sf-testserver"))
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--scenarios", default="1,2,3,4",
+    ap.add_argument("--scenarios", default="1,2,3,4,5",
                     help="1-4 as in the README; 'c' = checkpoint overhead (splitfetch with and without checkpoints)")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
@@ -261,11 +295,11 @@ def main():
     servers = []
     try:
         nginx = None
-        if 1 in scenarios or 2 in scenarios or "c" in scenarios:
+        if 1 in scenarios or 2 in scenarios or 5 in scenarios or "c" in scenarios:
             nginx = Nginx(work, www)
             servers.append(nginx)
 
-        def bench(scenario, label, url, size, sha, ns, selected, ideal_rate=None, requests_of=None, timeout=600):
+        def bench(scenario, label, url, size, sha, ns, selected, ideal_rate=None, requests_of=None, timeout=120):
             for n in ns:
                 results = {t: [] for t in selected}
                 for r in range(args.runs):
@@ -315,6 +349,40 @@ def main():
             bench(2, "nginx limit_rate 4m", f"http://127.0.0.1:{nginx.port}/limited/s2.bin", size, sha,
                   [16] if q else [4, 8, 16], [t for t in tools if tools_all[t][1]],
                   ideal_rate=lambda n: n * 4 * MiB, requests_of=nginx_requests)
+        if 5 in scenarios:
+            count = 50 if q else 200
+            os.makedirs(os.path.join(www, "many"))
+            os.chmod(os.path.join(www, "many"), 0o755)
+            expected = {f"m{i}.bin": make_file(f"many/m{i}.bin", MiB) for i in range(count)}
+            urls = [f"http://127.0.0.1:{nginx.port}/many/m{i}.bin" for i in range(count)]
+            listfile = os.path.join(work, "list.txt")
+            with open(listfile, "w") as f:
+                f.write("\n".join(urls) + "\n")
+            commands = many_commands(os.path.abspath(args.splitfetch))
+            selected = [t for t in tools if t in commands]
+            j = 8
+            results = {t: [] for t in selected}
+            for r in range(args.runs):
+                for t in selected:
+                    before = nginx.log_size()
+                    res = run_many(commands[t](listfile, os.path.join(out_dir, "many"), j, urls), os.path.join(out_dir, "many"), expected, 600)
+                    if res["ok"]:
+                        res["requests"] = nginx_requests(before)
+                    results[t].append(res)
+                    status = f"{res['wall']:.2f} s" if res["ok"] else f"FAILED ({res['error']})"
+                    print(f"bench: scenario 5 {count} files j={j} {t} run {r + 1}: {status}", flush=True)
+            for t in selected:
+                ok = [x for x in results[t] if x["ok"]]
+                row = {"scenario": 5, "label": f"many files: {count} x 1 MiB, {j} at a time", "tool": t, "connections": j,
+                       "size": count * MiB, "runs": len(results[t]), "failed": len(results[t]) - len(ok)}
+                wall = summarize([x["wall"] for x in ok])
+                if wall:
+                    row.update({"wall_median": wall["median"], "wall_min": wall["min"], "wall_max": wall["max"],
+                                "mib_s": count * MiB / wall["median"] / MiB,
+                                "cpu_s_per_gib": statistics.median([x["cpu"] for x in ok]) * GiB / (count * MiB),
+                                "rss_mib": max(x["rss_kib"] for x in ok) / 1024,
+                                "requests": statistics.median([x["requests"] for x in ok])})
+                rows.append(row)
         if "c" in scenarios:
             pair = ["splitfetch", "splitfetch-no-checkpoints"]
             size = 256 * MiB if q else 1 * GiB
