@@ -167,7 +167,7 @@ def tool_commands(splitfetch):
         return ["axel", "-q", "-n", str(n), "-o", out, url]
 
     def lftp(url, out, n, size):
-        return ["lftp", "-c", f"set net:max-retries 2; pget -n {n} -o '{out}' '{url}'"]
+        return ["lftp", "-c", f"set net:max-retries 2; pget -n {n} '{url}' -o '{out}'"]
 
     def wget2(url, out, n, size):
         chunk = max(1 * MiB, (size + n - 1) // n)
@@ -257,7 +257,7 @@ def main():
                     help="1-4 as in the README; 'c' = checkpoint overhead (splitfetch with and without checkpoints)")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
-    ap.add_argument("--results", default=os.path.join(ROOT, "results", "latest"))
+    ap.add_argument("--results", default=os.path.join(ROOT, "Benchmarks", "results", "latest"))
     args = ap.parse_args()
 
     tools_all = tool_commands(os.path.abspath(args.splitfetch))

@@ -65,6 +65,17 @@ public struct Manifest: Codable, Sendable, Equatable {
         self.segments = segments
     }
 
+    /// The manifest as saved: pretty-printed JSON with its checksum.
+    public func jsonBytes() -> [UInt8] { ManifestCodec.encode(self) }
+
+    /// Decodes and checks a saved manifest (format, version, checksum, ranges).
+    ///
+    /// - Parameter path: named in errors.
+    /// - Throws: ``DownloadError`` with code `badManifest`.
+    public init(jsonBytes: [UInt8], path: String) throws(DownloadError) {
+        self = try ManifestCodec.decode(jsonBytes, path: path)
+    }
+
     /// Bytes known to be stored, trusting `cached` offsets only for `currentBootID`.
     public func storedBytes(currentBootID: String?) -> Int64 {
         usableProgress(currentBootID: currentBootID).reduce(0) { $0 + ($1.written - $1.start) }
