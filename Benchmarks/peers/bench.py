@@ -156,6 +156,9 @@ def tool_commands(splitfetch):
     def sf(url, out, n, size):
         return [splitfetch, "-q", "-n", str(n), "--force", "-o", os.path.basename(out), "-d", os.path.dirname(out), url]
 
+    def sf_no_sync(url, out, n, size):
+        return sf(url, out, n, size)[:1] + ["--no-sync"] + sf(url, out, n, size)[1:]
+
     def sf_no_checkpoints(url, out, n, size):
         return sf(url, out, n, size)[:1] + ["--checkpoint-interval", "0"] + sf(url, out, n, size)[1:]
 
@@ -179,7 +182,8 @@ def tool_commands(splitfetch):
     def wget(url, out, n, size):
         return ["wget", "-q", "-O", out, url]
 
-    return {"splitfetch": (sf, True), "splitfetch-no-checkpoints": (sf_no_checkpoints, True), "aria2": (aria2, True), "axel": (axel, True), "lftp": (lftp, True),
+    return {"splitfetch": (sf, True), "splitfetch-no-checkpoints": (sf_no_checkpoints, True),
+            "splitfetch-no-sync": (sf_no_sync, True), "aria2": (aria2, True), "axel": (axel, True), "lftp": (lftp, True),
             "wget2": (wget2, True), "curl": (curl, False), "wget": (wget, False)}
 
 
@@ -262,6 +266,7 @@ def main():
 
     tools_all = tool_commands(os.path.abspath(args.splitfetch))
     tools = [t for t in args.tools.split(",") if t in tools_all and t != "splitfetch-no-checkpoints"]
+    # splitfetch-no-sync is only run when asked for by name.
     missing = [t for t in tools if not t.startswith("splitfetch") and shutil.which(tools_all[t][0]("u", "/x/o", 1, 1)[0]) is None]
     if missing:
         print(f"bench: not installed, skipped: {', '.join(missing)}", file=sys.stderr)

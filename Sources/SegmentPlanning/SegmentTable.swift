@@ -51,9 +51,13 @@ public struct SegmentTable: Sendable {
         /// An owner that has received nothing for this long is stalled: an idle worker takes its
         /// whole remainder at once, whatever its size.
         public var stallAfter: Double
+        /// The smallest piece split off while the connections' speeds are still unknown.
+        public var minimumBlindPiece: Int64
 
         public init(minimumPiece: Int64 = 64 * 1024, alignment: Int64 = 4096,
-                    requestOverhead: Double = 0.05, rateWarmup: Double = 0.5, stallAfter: Double = 1.5) {
+                    requestOverhead: Double = 0.05, rateWarmup: Double = 0.5, stallAfter: Double = 1.5,
+                    minimumBlindPiece: Int64 = 1 << 20) {
+            self.minimumBlindPiece = minimumBlindPiece
             precondition(minimumPiece >= 1 && alignment >= 1 && requestOverhead >= 0 && rateWarmup >= 0 && stallAfter > 0)
             self.minimumPiece = minimumPiece
             self.alignment = alignment
@@ -209,6 +213,8 @@ public struct SegmentTable: Sendable {
             let after = max(Double(point - claimed) / max(ro, 1), Double(victim.end - point) / ri + policy.requestOverhead)
             guard after < before else { return nil }
         } else {
+            // Speeds not known yet: halve, but only a range worth a new connection without data.
+            guard left >= 2 * max(policy.minimumPiece, policy.minimumBlindPiece) || isStalled(victim, now: now) else { return nil }
             point = claimed + left / 2
         }
         let stalled = isStalled(victim, now: now)

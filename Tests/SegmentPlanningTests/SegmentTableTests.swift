@@ -11,7 +11,7 @@ struct SegmentTableTests {
     }
 
     @Test func idleWorkerSplitsTheLargestRemainderBeyondTheWriteOffset() {
-        let policy = SegmentTable.SplitPolicy(minimumPiece: 10, alignment: 1, requestOverhead: 0, rateWarmup: 1)
+        let policy = SegmentTable.SplitPolicy(minimumPiece: 10, alignment: 1, requestOverhead: 0, rateWarmup: 1, minimumBlindPiece: 10)
         var table = SegmentTable(size: 1000, ranges: [ByteRange(0, 1000)], policy: policy)
         let first = table.assign(worker: 0, now: 0)!
         #expect(first.range == ByteRange(0, 1000))
@@ -29,7 +29,7 @@ struct SegmentTableTests {
     }
 
     @Test func splitNeverCutsBytesAlreadyClaimed() {
-        let policy = SegmentTable.SplitPolicy(minimumPiece: 10, alignment: 64, requestOverhead: 0, rateWarmup: 1)
+        let policy = SegmentTable.SplitPolicy(minimumPiece: 10, alignment: 64, requestOverhead: 0, rateWarmup: 1, minimumBlindPiece: 10)
         var table = SegmentTable(size: 1000, ranges: [ByteRange(0, 1000)], policy: policy)
         _ = table.assign(worker: 0, now: 0)
         #expect(table.claim(segment: 0, offset: 0, count: 900) == 900)  // in pwrite, not committed yet
