@@ -30,15 +30,22 @@ final class OutputFile: Sendable {
     static func create(path: String, replace: Bool, injectedFullDiskOffset: Int64? = nil) throws(DownloadError) -> OutputFile {
         var options: FileDescriptor.OpenOptions = [.create, .noFollow, .closeOnExec]
         if replace { options.insert(.truncate) } else { options.insert(.exclusiveCreate) }
+        return try open(path: path, options: options, verb: "create", injectedFullDiskOffset: injectedFullDiskOffset)
+    }
+
+    /// Opens an existing partial file for resuming; never follows a symlink.
+    static func openExisting(path: String, injectedFullDiskOffset: Int64? = nil) throws(DownloadError) -> OutputFile {
+        try open(path: path, options: [.noFollow, .closeOnExec], verb: "open", injectedFullDiskOffset: injectedFullDiskOffset)
+    }
+
+    /// Opens read-write with `options` (which include `.noFollow`) and refuses anything but a
+    /// regular file; errors name the path and say what failed.
+    private static func open(path: String, options: FileDescriptor.OpenOptions, verb: String,
+                             injectedFullDiskOffset: Int64?) throws(DownloadError) -> OutputFile {
+        let fd: FileDescriptor
         do {
-            let fd = try FileDescriptor.open(FilePath(path), .readWrite, options: options,
-                                             permissions: [.ownerReadWrite, .groupRead, .otherRead])
-            var info = stat()
-            if fstat(fd.rawValue, &info) == 0 && (info.st_mode & S_IFMT) != S_IFREG {
-                try? fd.close()
-                throw DownloadError(.fileIO, "\(path): not a regular file")
-            }
-            return OutputFile(path: path, descriptor: fd, injectedFullDiskOffset: injectedFullDiskOffset)
+            fd = try FileDescriptor.open(FilePath(path), .readWrite, options: options,
+                                         permissions: [.ownerReadWrite, .groupRead, .otherRead])
         } catch let error as Errno {
             if error == .fileExists {
                 throw DownloadError(.outputExists, "\(path) already exists (use --force to replace it)")
@@ -46,34 +53,16 @@ final class OutputFile: Sendable {
             if error == .tooManySymbolicLinkLevels {
                 throw DownloadError(.fileIO, "\(path) is a symbolic link; refusing to follow it")
             }
-            throw DownloadError(.fileIO, "cannot create \(path): \(error.description)")
-        } catch let error as DownloadError {
-            throw error
+            throw DownloadError(.fileIO, "cannot \(verb) \(path): \(error.description)")
         } catch {
-            throw DownloadError(.fileIO, "cannot create \(path): \(error)")
+            throw DownloadError(.fileIO, "cannot \(verb) \(path): \(error)")
         }
-    }
-
-    /// Opens an existing partial file for resuming; never follows a symlink.
-    static func openExisting(path: String, injectedFullDiskOffset: Int64? = nil) throws(DownloadError) -> OutputFile {
-        do {
-            let fd = try FileDescriptor.open(FilePath(path), .readWrite, options: [.noFollow, .closeOnExec])
-            var info = stat()
-            if fstat(fd.rawValue, &info) == 0 && (info.st_mode & S_IFMT) != S_IFREG {
-                try? fd.close()
-                throw DownloadError(.fileIO, "\(path): not a regular file")
-            }
-            return OutputFile(path: path, descriptor: fd, injectedFullDiskOffset: injectedFullDiskOffset)
-        } catch let error as Errno {
-            if error == .tooManySymbolicLinkLevels {
-                throw DownloadError(.fileIO, "\(path) is a symbolic link; refusing to follow it")
-            }
-            throw DownloadError(.fileIO, "cannot open \(path): \(error.description)")
-        } catch let error as DownloadError {
-            throw error
-        } catch {
-            throw DownloadError(.fileIO, "cannot open \(path): \(error)")
+        var info = stat()
+        if fstat(fd.rawValue, &info) == 0 && (info.st_mode & S_IFMT) != S_IFREG {
+            try? fd.close()
+            throw DownloadError(.fileIO, "\(path): not a regular file")
         }
+        return OutputFile(path: path, descriptor: fd, injectedFullDiskOffset: injectedFullDiskOffset)
     }
 
     /// Takes an advisory lock so a second process cannot write the same partial file.
