@@ -48,36 +48,6 @@ struct RequestPolicy: Sendable {
     }
 }
 
-/// `scheme://host:port` of a URL, lowercased, with the default port made explicit.
-func urlOrigin(_ url: String) -> String? {
-    guard let scheme = urlScheme(url), let host = urlHost(url) else { return nil }
-    return "\(scheme)://\(host.lowercased()):\(urlPort(url) ?? (scheme == "https" ? 443 : 80))"
-}
-
-/// The explicit port of a URL, if any.
-func urlPort(_ url: String) -> Int? {
-    guard let r = url.firstRange(of: "://") else { return nil }
-    let rest = url[r.upperBound...]
-    let end = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
-    var authority = rest[..<end]
-    if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-    if let close = authority.lastIndex(of: "]") { authority = authority[authority.index(after: close)...] }
-    guard let colon = authority.lastIndex(of: ":") else { return nil }
-    return Int(authority[authority.index(after: colon)...])
-}
-
-/// `user:password` from a URL's authority, percent-decoded.
-func urlCredentials(_ url: String) -> Credentials? {
-    guard let r = url.firstRange(of: "://") else { return nil }
-    let rest = url[r.upperBound...]
-    let end = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
-    let authority = rest[..<end]
-    guard let at = authority.lastIndex(of: "@") else { return nil }
-    let userinfo = authority[..<at]
-    let parts = userinfo.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-    return Credentials(user: percentDecoded(parts[0]), password: parts.count > 1 ? percentDecoded(parts[1]) : "")
-}
-
 extension Substring {
     func trimmingCharacters() -> String { String(self).trimmingSpaces() }
 }
