@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
 #include "cshims.h"
 
 int sf_start_writeback(int fd, int64_t offset, int64_t length) {
@@ -8,5 +10,16 @@ int sf_start_writeback(int fd, int64_t offset, int64_t length) {
 #else
     (void)fd; (void)offset; (void)length;
     return 0;
+#endif
+}
+
+void sf_set_thread_name(const char *name) {
+#if defined(__linux__)
+    char short_name[16];
+    strncpy(short_name, name, sizeof short_name - 1);
+    short_name[sizeof short_name - 1] = 0;
+    pthread_setname_np(pthread_self(), short_name);
+#else
+    (void)name;
 #endif
 }

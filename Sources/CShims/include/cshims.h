@@ -9,4 +9,7 @@
 /// Returns 0, or -1 with errno set; a no-op returning 0 where unsupported.
 int sf_start_writeback(int fd, int64_t offset, int64_t length);
 
+/// Names the calling thread (at most 15 bytes are kept), for debuggers and `top -H`.
+void sf_set_thread_name(const char *name);
+
 #endif

@@ -131,10 +131,8 @@ enum CurlErrors {
     static let unsupportedProtocol: Int32 = 1
     static let malformedURL: Int32 = 3
     static let weirdServerReply: Int32 = 8
-    static let couldNotResolveHost: Int32 = 6
     static let couldNotConnect: Int32 = 7
     static let partialFile: Int32 = 18
-    static let writeError: Int32 = 23
     static let timedOut: Int32 = 28
     static let tooManyRedirects: Int32 = 47
     static let gotNothing: Int32 = 52

@@ -21,10 +21,8 @@ final class Checkpointer: Sendable {
         var failure: DownloadError?
         var failureWatchers: [CheckedContinuation<DownloadError?, Never>] = []
         var finished = false
-        var durableRequested = false
         /// The failure watcher was cancelled (possibly before it started waiting).
         var watchCancelled = false
-        var savedCount = 0
     }
 
     private let lock = ConditionLock()
@@ -52,7 +50,7 @@ final class Checkpointer: Sendable {
 
     /// Starts the checkpoint thread.
     func start() {
-        startThread(name: "splitfetch-checkpoint") { [self] in run() }
+        startThread(name: "sf-checkpoint") { [self] in run() }
     }
 
     /// Saves the first manifest before any transfer (blocking). It claims no bytes, so it needs no
@@ -106,13 +104,6 @@ final class Checkpointer: Sendable {
         }
     }
 
-    /// How many checkpoints were saved (for statistics and tests).
-    var savedCount: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return state.savedCount
-    }
-
     private func run() {
         var durableOffsets = initialDurable
         let start = ConditionLock.now()
@@ -130,12 +121,10 @@ final class Checkpointer: Sendable {
 
             let now = ConditionLock.now()
             var result: DownloadError?
-            var didSave = false
             if !stopping || saveOnStop {
                 let durable = stopping || (nextDurable.map { now >= $0 } ?? false)
                 do {
                     try checkpoint(durable: durable, durableOffsets: &durableOffsets)
-                    didSave = true
                 } catch {
                     result = error
                 }
@@ -144,7 +133,6 @@ final class Checkpointer: Sendable {
             }
 
             lock.lock()
-            if didSave { state.savedCount += 1 }
             if let result, state.failure == nil { state.failure = result }
             if stopping || state.failure != nil {
                 state.finished = true

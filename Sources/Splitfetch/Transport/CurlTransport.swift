@@ -1,4 +1,5 @@
 import CCurl
+import CShims
 import Synchronization
 
 #if canImport(Glibc)
@@ -194,13 +195,16 @@ enum CurlGlobal {
     static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_SSL | CURL_GLOBAL_WIN32)) == CURLE_OK
 }
 
-/// Starts a detached POSIX thread running `body`.
+/// Starts a detached POSIX thread named `name` (first 15 bytes) running `body`.
 func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
     final class Box: Sendable {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
     }
-    let box = Unmanaged.passRetained(Box(body)).toOpaque()
+    let box = Unmanaged.passRetained(Box {
+        sf_set_thread_name(name)
+        body()
+    }).toOpaque()
     var thread = pthread_t()
     let rc = pthread_create(&thread, nil, { arg in
         guard let arg else { return nil }
@@ -210,5 +214,4 @@ func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
     }, box)
     precondition(rc == 0, "pthread_create failed: \(rc)")
     pthread_detach(thread)
-    _ = name
 }

@@ -150,10 +150,6 @@ final class Transfer: @unchecked Sendable {
         if sf_easy_getinfo_string(easy, CURLINFO_REDIRECT_URL, &redirect) == CURLE_OK, let redirect {
             result.redirectURL = String(cString: redirect)
         }
-        var connects: Int = 0
-        if sf_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK {
-            result.newConnections = connects
-        }
         if head.status != 0 { result.head = head }
     }
 

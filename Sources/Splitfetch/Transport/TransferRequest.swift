@@ -70,6 +70,4 @@ struct TransferResult: Sendable {
     var sinkError: DownloadError?
     /// The task was cancelled.
     var cancelled = false
-    /// Whether the transport opened a new connection for this transfer (not reused).
-    var newConnections = 0
 }
