@@ -65,6 +65,7 @@ public final class Download: Sendable {
         let transport = session?.transport ?? CurlTransport(maximumConnections: options.connections)
         defer { if session == nil { transport.shutdown() } }
         let engine = Engine(url: url, destination: destination, options: options, transport: transport,
+                            policy: RequestPolicy(url: url, options: options),
                             emit: { [continuation] in continuation.yield($0) })
         do {
             return try await engine.run()

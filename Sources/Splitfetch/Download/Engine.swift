@@ -12,13 +12,14 @@ struct Engine: Sendable {
     var destination: String
     let options: DownloadOptions
     let transport: CurlTransport
+    /// What each request may carry; built once from the URL and options.
+    let policy: RequestPolicy
     let emit: @Sendable (DownloadEvent) -> Void
     let clock = ContinuousClock()
 
     var partialPath: String { destination + ".part" }
     var manifestPath: String { destination + ".part.json" }
 
-    var policy: RequestPolicy { RequestPolicy(url: url, options: options) }
 
     func run() async throws -> DownloadStatistics {
         let startInstant = clock.now
