@@ -18,6 +18,14 @@ wait_port() {
   return 1
 }
 
+# The temp-file paths every nginx config of ours keeps inside its own DIR.
+nginx_temp_paths() {
+  local dir=$1 kind
+  for kind in client_body proxy fastcgi uwsgi scgi; do
+    printf '  %s_temp_path %s/tmp/%s;\n' "$kind" "$dir" "${kind%_body}"
+  done
+}
+
 # Starts nginx on 127.0.0.1 with its own prefix, config and pid file (never the system's).
 # Usage: start_nginx DIR PORT ROOT [LIMIT_RATE]; serves ROOT at / unthrottled and at /limited/
 # with the per-request limit_rate (default 4m). Logs bytes sent per request to DIR/access.log.
@@ -33,11 +41,7 @@ events { worker_connections 1024; }
 http {
   access_log $dir/logs/access.log;
   log_format sent '\$request_uri \$status \$body_bytes_sent';
-  client_body_temp_path $dir/tmp/body;
-  proxy_temp_path $dir/tmp/proxy;
-  fastcgi_temp_path $dir/tmp/fastcgi;
-  uwsgi_temp_path $dir/tmp/uwsgi;
-  scgi_temp_path $dir/tmp/scgi;
+$(nginx_temp_paths "$dir")
   sendfile on;
   tcp_nopush on;
   keepalive_requests 10000;
@@ -84,11 +88,7 @@ daemon on;
 events { worker_connections 256; }
 http {
   access_log off;
-  client_body_temp_path $dir/tmp/body;
-  proxy_temp_path $dir/tmp/proxy;
-  fastcgi_temp_path $dir/tmp/fastcgi;
-  uwsgi_temp_path $dir/tmp/uwsgi;
-  scgi_temp_path $dir/tmp/scgi;
+$(nginx_temp_paths "$dir")
   default_type application/octet-stream;
   server {
     listen 127.0.0.1:$port ssl;

@@ -246,6 +246,25 @@ def run_many(argv, out_dir, expected, timeout):
     return {"ok": True, "wall": wall, "cpu": float(parts[1]) + float(parts[2]), "rss_kib": int(parts[3])}
 
 
+def result_row(scenario, label, tool, connections, size, runs, ideal=None):
+    """One table row from a tool's runs: medians with min-max over the successful ones."""
+    ok = [x for x in runs if x["ok"]]
+    row = {"scenario": scenario, "label": label, "tool": tool, "connections": connections,
+           "size": size, "runs": len(runs), "failed": len(runs) - len(ok)}
+    wall = summarize([x["wall"] for x in ok])
+    if wall:
+        row.update({"wall_median": wall["median"], "wall_min": wall["min"], "wall_max": wall["max"],
+                    "mib_s": size / wall["median"] / MiB,
+                    "cpu_s_per_gib": statistics.median([x["cpu"] for x in ok]) * GiB / size,
+                    "rss_mib": max(x["rss_kib"] for x in ok) / 1024})
+        if ideal:
+            row["ideal_fraction"] = size / wall["median"] / ideal
+        reqs = [x["requests"] for x in ok if x.get("requests") is not None]
+        if reqs:
+            row["requests"] = statistics.median(reqs)
+    return row
+
+
 def summarize(values):
     if not values:
         return None
@@ -320,22 +339,9 @@ def main():
                         status = f"{res['wall']:.2f} s" if res["ok"] else f"FAILED ({res['error']})"
                         print(f"bench: scenario {scenario} {label} n={conn} {t} run {r + 1}: {status}", flush=True)
                 for t in selected:
-                    ok = [x for x in results[t] if x["ok"]]
-                    fn, multi = tools_all[t]
-                    row = {"scenario": scenario, "label": label, "tool": t, "connections": n if multi else 1,
-                           "size": size, "runs": len(results[t]), "failed": len(results[t]) - len(ok)}
-                    wall = summarize([x["wall"] for x in ok])
-                    if wall:
-                        row.update({"wall_median": wall["median"], "wall_min": wall["min"], "wall_max": wall["max"],
-                                    "mib_s": size / wall["median"] / MiB,
-                                    "cpu_s_per_gib": statistics.median([x["cpu"] for x in ok]) * GiB / size,
-                                    "rss_mib": max(x["rss_kib"] for x in ok) / 1024})
-                        if ideal_rate:
-                            row["ideal_fraction"] = size / wall["median"] / ideal_rate(n if multi else 1)
-                        reqs = [x.get("requests") for x in ok if x.get("requests") is not None]
-                        if reqs:
-                            row["requests"] = statistics.median(reqs)
-                    rows.append(row)
+                    conn = n if tools_all[t][1] else 1
+                    rows.append(result_row(scenario, label, t, conn, size, results[t],
+                                           ideal_rate(conn) if ideal_rate else None))
 
         def nginx_requests(before=None):
             if before is None:
@@ -377,17 +383,7 @@ def main():
                     status = f"{res['wall']:.2f} s" if res["ok"] else f"FAILED ({res['error']})"
                     print(f"bench: scenario 5 {count} files j={j} {t} run {r + 1}: {status}", flush=True)
             for t in selected:
-                ok = [x for x in results[t] if x["ok"]]
-                row = {"scenario": 5, "label": f"many files: {count} x 1 MiB, {j} at a time", "tool": t, "connections": j,
-                       "size": count * MiB, "runs": len(results[t]), "failed": len(results[t]) - len(ok)}
-                wall = summarize([x["wall"] for x in ok])
-                if wall:
-                    row.update({"wall_median": wall["median"], "wall_min": wall["min"], "wall_max": wall["max"],
-                                "mib_s": count * MiB / wall["median"] / MiB,
-                                "cpu_s_per_gib": statistics.median([x["cpu"] for x in ok]) * GiB / (count * MiB),
-                                "rss_mib": max(x["rss_kib"] for x in ok) / 1024,
-                                "requests": statistics.median([x["requests"] for x in ok])})
-                rows.append(row)
+                rows.append(result_row(5, f"many files: {count} x 1 MiB, {j} at a time", t, j, count * MiB, results[t], None))
         if "c" in scenarios:
             pair = ["splitfetch", "splitfetch-no-checkpoints"]
             size = 256 * MiB if q else 1 * GiB
