@@ -161,7 +161,14 @@ struct SplitfetchCommand: AsyncParsableCommand {
         signal(SIGXFSZ, SIG_IGN)
         let command: SplitfetchCommand
         do {
-            command = try parseAsRoot() as! SplitfetchCommand
+            var parsed = try parseAsRoot()
+            guard let ours = parsed as? SplitfetchCommand else {
+                // --help and -h parse as ArgumentParser's own help command; running it
+                // throws the clean exit that prints the help below.
+                try parsed.run()
+                Glibc.exit(0)
+            }
+            command = ours
         } catch {
             let status = exitCode(for: error)
             if status == .success {
