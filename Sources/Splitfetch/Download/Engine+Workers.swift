@@ -8,16 +8,20 @@ extension Engine {
         let url = resource.finalURL
         var lastRate: Double?
         var failures = 0
-        defer { counters.set(.done) }
+        defer {
+            counters.set(.done)
+            crew.idle.wakeAll()
+        }
         while true {
             try Task.checkCancellation()
+            let generation = crew.idle.generation
             let t = table.now()
             let assignment = table.withLock { $0.assign(worker: counters.id, now: t, workerRate: lastRate) }
             guard let assignment else {
                 let (complete, anyActive) = table.withLock { ($0.isComplete, !$0.activeSegments.isEmpty) }
                 if complete || !anyActive && table.withLock({ $0.segments.allSatisfy { $0.remaining == 0 } }) { return }
                 counters.set(.idle)
-                try await Task.sleep(for: .milliseconds(100))
+                await crew.idle.wait(since: generation, timeout: .milliseconds(100))
                 continue
             }
             counters.set(.receiving)
@@ -41,6 +45,7 @@ extension Engine {
                 let s = t.segments[assignment.segment]
                 return (s.isComplete, s.written - assignment.range.lowerBound)
             }
+            crew.idle.wakeAll()
             let elapsed = (clock.now - began).seconds
             if elapsed > 0.2 && written > 0 { lastRate = Double(written) / elapsed }
             if result.cancelled {
@@ -150,6 +155,8 @@ final class Crew: Sendable {
     private let transfers = Mutex<[Int: Task<TransferResult, Never>]>([:])
     /// Whether a size disagreement may restart a fresh download (nothing written yet).
     let mayRestartOnSizeMismatch: Bool
+    /// Where workers with nothing to do wait for the others.
+    let idle = IdleWaiters()
 
     init(size: Int, mayRestartOnSizeMismatch: Bool) {
         live = Atomic(size)
