@@ -159,6 +159,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
     static func main() async {
         // A file size limit (ulimit -f) must be an error message, not a SIGXFSZ crash.
         signal(SIGXFSZ, SIG_IGN)
+        prepareTransportInBackground()
         let command: SplitfetchCommand
         do {
             var parsed = try parseAsRoot()
@@ -166,20 +167,20 @@ struct SplitfetchCommand: AsyncParsableCommand {
                 // --help and -h parse as ArgumentParser's own help command; running it
                 // throws the clean exit that prints the help below.
                 try parsed.run()
-                Glibc.exit(0)
+                exitNow(0)
             }
             command = ours
         } catch {
             let status = exitCode(for: error)
             if status == .success {
                 print(fullMessage(for: error))
-                Glibc.exit(0)
+                exitNow(0)
             }
             writeRaw("splitfetch: \(fullMessage(for: error))\n")
-            Glibc.exit(ExitStatus.usage.rawValue)
+            exitNow(ExitStatus.usage.rawValue)
         }
         let status = await command.execute()
-        Glibc.exit(status.rawValue)
+        exitNow(status.rawValue)
     }
 
     func execute() async -> ExitStatus {
@@ -343,7 +344,7 @@ final class SignalForwarder {
                 }
                 if n > 1 {
                     writeRaw("\nsplitfetch: second signal; exiting now (the last checkpoint is kept)\n")
-                    Glibc.exit(ExitStatus.interrupted.rawValue)
+                    exitNow(ExitStatus.interrupted.rawValue)
                 }
                 onSignal()
             }
@@ -388,4 +389,13 @@ extension Duration {
         let c = components
         return Double(c.seconds) + Double(c.attoseconds) / 1e18
     }
+}
+
+/// Ends the process with `status` after flushing standard output and error. `atexit` handlers do
+/// not run: libcurl's TLS set-up may still be running on its background thread (see
+/// ``prepareTransportInBackground()``), and tearing the TLS library down under it could crash
+/// a process that is only printing `--help`.
+func exitNow(_ status: Int32) -> Never {
+    fflush(nil)
+    _exit(status)
 }

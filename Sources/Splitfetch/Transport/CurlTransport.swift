@@ -192,7 +192,16 @@ private final class MultiHandle: Sendable {
 
 /// Process-wide libcurl initialisation, done once before the first handle.
 enum CurlGlobal {
+    /// Every libcurl use goes through this first; `static let` runs the initialiser exactly once
+    /// and makes other threads wait for it, which is what `curl_global_init` requires.
     static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_SSL | CURL_GLOBAL_WIN32)) == CURLE_OK
+}
+
+/// Starts libcurl's process-wide set-up (the TLS library's initialisation, about half a
+/// millisecond) on a background thread, so a command-line tool can overlap it with parsing its
+/// arguments. Optional: the first download does it when this was not called.
+public func prepareTransportInBackground() {
+    startThread(name: "sf-curl-init") { _ = CurlGlobal.initialized }
 }
 
 /// Starts a detached POSIX thread named `name` (first 15 bytes) running `body`.
