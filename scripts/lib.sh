@@ -1,5 +1,16 @@
 # Helpers shared by the scripts; source it, don't run it.
 
+# The release build that users and benchmarks run: the Swift runtime linked statically, so the
+# process starts in about half the time (7 ms instead of 14 ms for --version here), linked with
+# the toolchain's lld (the system linker warns about a mktemp use inside static Foundation).
+# Usage: build_release PRODUCT...; the binaries land in .build/release/.
+build_release() {
+  local product
+  for product in "$@"; do
+    swift build -c release --static-swift-stdlib -Xswiftc -use-ld=lld --product "$product" >/dev/null || return 1
+  done
+}
+
 # A free TCP port on 127.0.0.1 (bound and released by the kernel's choice).
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
