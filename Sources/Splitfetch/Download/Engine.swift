@@ -169,11 +169,7 @@ struct Engine: Sendable {
             throw DownloadError(.protocolViolation, "\(redactedURL(url)): transfers ended with bytes missing")
         }
         let splits = table.withLock { $0.splitCount }
-        if options.syncBeforeRename { try file.sync() }
-        file.close()
-        try moveIntoPlace()
-        store.remove()
-        try? store.syncDirectory()
+        try await putInPlace(file, store: store)
         return finish(resource: resource, mode: .segmented, size: size, counters: counters, splits: splits,
                       resumed: resumedBytes, since: startInstant)
     }
@@ -222,9 +218,7 @@ struct Engine: Sendable {
         defer { ticker.cancel() }
         let size = resource.size == 0 ? 0 : try await runStream(resource: resource, file: file, counters: counters[0])
         ticker.cancel()
-        if options.syncBeforeRename { try file.sync() }
-        file.close()
-        try moveIntoPlace()
+        try await putInPlace(file, store: nil)
         finished = true
         return finish(resource: resource, mode: .single, size: size, counters: counters, splits: 0, resumed: 0, since: startInstant)
     }
@@ -369,6 +363,21 @@ struct Engine: Sendable {
         var dirInfo = stat()
         if stat(directory, &dirInfo) != 0 || (dirInfo.st_mode & S_IFMT) != S_IFDIR {
             throw DownloadError(.fileIO, "directory \(directory) does not exist")
+        }
+    }
+
+    /// The end of every successful download, on a thread of its own (it waits for the disk): the
+    /// data reaches the disk (unless `syncBeforeRename` is off), the file is closed and renamed
+    /// into place, the manifest removed and the directory synced so the rename lasts.
+    private func putInPlace(_ file: OutputFile, store: ManifestStore?) async throws(DownloadError) {
+        let engine = self
+        try await blockingCall("sf-finish") { () throws(DownloadError) in
+            defer { file.close() }
+            if engine.options.syncBeforeRename { try file.sync() }
+            file.close()
+            try engine.moveIntoPlace()
+            store?.remove()
+            try? store?.syncDirectory()
         }
     }
 

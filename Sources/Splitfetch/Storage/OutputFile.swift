@@ -1,3 +1,4 @@
+import Synchronization
 import CShims
 import SystemPackage
 
@@ -16,6 +17,7 @@ final class OutputFile: Sendable {
     let descriptor: FileDescriptor
     /// For tests: writes reaching past this offset fail as if the disk were full.
     let injectedFullDiskOffset: Int64?
+    private let closed = Atomic<Bool>(false)
 
     private init(path: String, descriptor: FileDescriptor, injectedFullDiskOffset: Int64?) {
         self.path = path
@@ -153,7 +155,10 @@ final class OutputFile: Sendable {
         }
     }
 
+    /// Closes the descriptor once; later calls do nothing (a second `close` could close a
+    /// descriptor number the process has reused meanwhile).
     func close() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         try? descriptor.close()
     }
 }
