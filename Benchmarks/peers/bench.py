@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -187,20 +188,40 @@ def tool_commands(splitfetch):
             "wget2": (wget2, True), "curl": (curl, False), "wget": (wget, False)}
 
 
+def timed_run(argv, timeout):
+    """Runs argv; returns (exit status or None on timeout, the end of its standard error, wall seconds).
+
+    The wall time ends when a blocking waitpid returns. subprocess.run(timeout=...) polls with
+    sleeps of up to 50 ms once no pipe is open, which would round exit times to its polling grid."""
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    err = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    reader.start()
+    expired = threading.Event()
+
+    def kill():
+        expired.set()
+        os.killpg(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    rc = proc.wait()
+    wall = time.monotonic() - start
+    timer.cancel()
+    reader.join(timeout=10)
+    text = (err[0] if err else b"").decode(errors="replace")[-300:]
+    return (None if expired.is_set() else rc), text, wall
+
+
 def run_once(argv, out, expected_sha, timeout):
     timefile = out + ".time"
     for p in (out, out + ".st", out + ".aria2", out + ".part", out + ".part.json"):
         if os.path.exists(p):
             os.remove(p)
-    start = time.monotonic()
-    try:
-        proc = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", timefile] + argv,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout)
-        rc = proc.returncode
-        err = proc.stderr.decode(errors="replace")[-300:]
-    except subprocess.TimeoutExpired:
+    rc, err, wall = timed_run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", timefile] + argv, timeout)
+    if rc is None:
         return {"ok": False, "error": "timeout"}
-    wall = time.monotonic() - start
     if rc != 0 or not os.path.exists(out):
         return {"ok": False, "error": f"exit {rc}: {err.strip()}"}
     digest = sha256_file(out)
@@ -229,15 +250,11 @@ def run_many(argv, out_dir, expected, timeout):
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir)
     timefile = out_dir + ".time"
-    start = time.monotonic()
-    try:
-        proc = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", timefile] + argv,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout)
-    except subprocess.TimeoutExpired:
+    rc, err, wall = timed_run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", timefile] + argv, timeout)
+    if rc is None:
         return {"ok": False, "error": "timeout"}
-    wall = time.monotonic() - start
-    if proc.returncode != 0:
-        return {"ok": False, "error": f"exit {proc.returncode}: {proc.stderr.decode(errors='replace')[-300:]}"}
+    if rc != 0:
+        return {"ok": False, "error": f"exit {rc}: {err}"}
     for name, sha in expected.items():
         path = os.path.join(out_dir, name)
         if not os.path.exists(path) or sha256_file(path) != sha:

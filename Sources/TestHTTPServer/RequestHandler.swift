@@ -9,15 +9,17 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let counters: TestServer.Counters
     private let defaultRate: Int64
     private let slowed: Bool
+    private let timing: TimingLog?
     private var head: HTTPRequestHead?
     private var busy = false
     /// Token bucket with no burst: the earliest time the next byte may leave this connection.
     private var nextSend: NIODeadline = .now()
 
-    init(counters: TestServer.Counters, defaultRate: Int64, slowed: Bool) {
+    init(counters: TestServer.Counters, defaultRate: Int64, slowed: Bool, timing: TimingLog?) {
         self.counters = counters
         self.defaultRate = defaultRate
         self.slowed = slowed
+        self.timing = timing
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -30,6 +32,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             guard let h = head, !busy else { return }
             head = nil
             counters.requests.wrappingAdd(1, ordering: .relaxed)
+            timing?.record("request \(h.method) \(h.uri)")
             respond(context: context, head: h)
         }
     }
@@ -257,6 +260,8 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var to: Int64
         var rate: Int64
         var close: Bool
+        /// When the response started, for the timing log.
+        var began = NIODeadline.now()
         /// Garbage sent after the range (a body longer than announced).
         var extraBytes: Int64 = 0
         /// After this many body bytes: drop the connection, or go silent with it open.
@@ -284,6 +289,10 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         if sent >= total {
+            if let timing {
+                let milliseconds = Double((NIODeadline.now() - plan.began).nanoseconds) / 1e6
+                timing.record("response-end \(plan.from)-\(plan.to) \(milliseconds)")
+            }
             done()
             finish(context: context, close: plan.close)
             return

@@ -49,13 +49,19 @@ public final class TestServer: Sendable {
         public var host: String = "127.0.0.1"
         /// `0` picks a free port.
         public var port: Int = 0
+        /// A file to append a line to when a request arrives and when a response body ends, with
+        /// wall-clock times: how long each response really took, and when each tool's requests
+        /// arrived (`Benchmarks/peers/timeline.py`).
+        public var timingLogPath: String?
 
-        public init(rateLimit: Int64 = 0, slowEvery: Int = 0, slowFactor: Int64 = 16, host: String = "127.0.0.1", port: Int = 0) {
+        public init(rateLimit: Int64 = 0, slowEvery: Int = 0, slowFactor: Int64 = 16, host: String = "127.0.0.1", port: Int = 0,
+                    timingLogPath: String? = nil) {
             self.rateLimit = rateLimit
             self.slowEvery = slowEvery
             self.slowFactor = slowFactor
             self.host = host
             self.port = port
+            self.timingLogPath = timingLogPath
         }
     }
 
@@ -110,6 +116,7 @@ public final class TestServer: Sendable {
         self.group = group
         let counters = self.counters
         let config = configuration
+        let timing = try configuration.timingLogPath.map { try TimingLog(path: $0) }
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -125,7 +132,7 @@ public final class TestServer: Sendable {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withErrorHandling: true, withOutboundHeaderValidation: false)
                     try channel.pipeline.syncOperations.addHandler(
-                        RequestHandler(counters: counters, defaultRate: rate, slowed: rate != config.rateLimit))
+                        RequestHandler(counters: counters, defaultRate: rate, slowed: rate != config.rateLimit, timing: timing))
                 }
             }
         do {

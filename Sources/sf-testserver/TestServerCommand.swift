@@ -24,6 +24,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Every K-th connection is slowed by --slow-factor; 0 disables.") var slowEvery = 0
     @Option(help: "How much slower the slowed connections are.") var slowFactor: Int64 = 16
     @Option(help: "Write the port to this file once listening.") var portFile: String?
+    @Option(help: "Append a timestamped line per request and per finished response body to this file.")
+    var timingLog: String?
 
     func validate() throws {
         guard host.hasPrefix("127.") || host == "::1" || host == "localhost" else {
@@ -33,7 +35,8 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let server = try await TestServer(configuration: .init(
-            rateLimit: rate, slowEvery: slowEvery, slowFactor: slowFactor, host: host, port: port))
+            rateLimit: rate, slowEvery: slowEvery, slowFactor: slowFactor, host: host, port: port,
+            timingLogPath: timingLog))
         print(server.port)
         fflush(nil)
         if let portFile {
