@@ -43,20 +43,6 @@ func withServer<R>(_ configuration: TestServer.Configuration = .init(), _ body: 
     }
 }
 
-/// The contents of a text file, or `nil` if it cannot be read.
-func readText(_ path: String) -> String? {
-    guard let file = fopen(path, "r") else { return nil }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = fread(&buffer, 1, buffer.count, file)
-        if n <= 0 { break }
-        bytes += buffer[0..<n]
-    }
-    return String(decoding: bytes, as: UTF8.self)
-}
-
 func fileExists(_ path: String) -> Bool {
     var info = stat()
     return lstat(path, &info) == 0

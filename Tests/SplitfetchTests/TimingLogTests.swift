@@ -15,7 +15,8 @@ import Testing
                 #expect(digest == SyntheticContent(size: size, seed: 0).sha256Hex())
                 return statistics
             }
-            let lines = try #require(readText(log)).split(separator: "\n").map { $0.split(separator: " ") }
+            let text = String(decoding: try #require(readBytes(log)), as: UTF8.self)
+            let lines = text.split(separator: "\n").map { $0.split(separator: " ") }
             let requests = lines.filter { $0.count >= 3 && $0[1] == "request" }
             let ends = lines.filter { $0.count == 4 && $0[1] == "response-end" }
             #expect(statistics.splits == 0)
