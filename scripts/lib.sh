@@ -1,7 +1,8 @@
 # Helpers shared by the scripts; source it, don't run it.
 
 # The release build that users and benchmarks run: the Swift runtime linked statically, so the
-# process starts faster (--version: 7.0 ms instead of 9.3 ms here), linked with the toolchain's lld (the system linker warns about a mktemp use inside static Foundation).
+# process starts faster (--version: 7.0 ms instead of 9.3 ms here), linked with the toolchain's
+# lld (the system linker warns about a mktemp use inside static Foundation).
 # Usage: build_release PRODUCT...; the binaries land in .build/release/.
 build_release() {
   local product
