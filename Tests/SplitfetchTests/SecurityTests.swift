@@ -165,6 +165,35 @@ struct SecurityTests {
         }
     }
 
+    /// The file is finished (and synced, off the cooperative pool) but a file appeared under its
+    /// name meanwhile: that file is left alone and the data stays in the partial file, complete
+    /// and resumable.
+    @Test func aFileThatAppearsDuringTheDownloadIsNotReplaced() async throws {
+        try await withServer(.init(rateLimit: 1 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/late.bin"
+                let size: Int64 = 2 << 20
+                var options = testOptions(connections: 2)
+                options.syncBeforeRename = true
+                let download = Download(server.url(size: size), to: path, options: options)
+                let task = Task { try await download.run() }
+                for await event in download.events {
+                    if case .progress(let p) = event, p.bytesWritten > 0 { break }
+                }
+                let squatter = Array("not yours".utf8)
+                writeBytes(squatter, to: path)
+                let error = await #expect(throws: DownloadError.self) { _ = try await task.value }
+                #expect(error?.code == .outputExists)
+                #expect(error?.message.contains(path + ".part") == true)
+                let untouched = readBytes(path) == squatter  // a Bool: a failure must not print 2 MiB
+                #expect(untouched, "the file that appeared was replaced")
+                #expect(fileExists(path + ".part.json"))
+                let digest = try sha256HexOfFile(atPath: path + ".part")
+                #expect(digest == SyntheticContent(size: size).sha256Hex())
+            }
+        }
+    }
+
     @Test func maximumSizeRefusesBeforeAllocating() async throws {
         try await withServer { server in
             try await withTemporaryDirectory { dir in
