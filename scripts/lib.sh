@@ -29,6 +29,14 @@ wait_port() {
   return 1
 }
 
+# The lines every nginx config of ours starts with: one worker, its pid file and error log inside
+# DIR, daemonized. Usage: nginx_preamble DIR WORKER_CONNECTIONS
+nginx_preamble() {
+  local dir=$1 connections=$2
+  printf 'worker_processes 1;\npid %s/nginx.pid;\nerror_log %s/logs/error.log warn;\ndaemon on;\n' "$dir" "$dir"
+  printf 'events { worker_connections %s; }\n' "$connections"
+}
+
 # The temp-file paths every nginx config of ours keeps inside its own DIR.
 nginx_temp_paths() {
   local dir=$1 kind
@@ -44,11 +52,7 @@ start_nginx() {
   local dir=$1 port=$2 root=$3 rate=${4:-4m}
   mkdir -p "$dir/logs" "$dir/tmp"
   cat > "$dir/nginx.conf" <<CONF
-worker_processes 1;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
-daemon on;
-events { worker_connections 1024; }
+$(nginx_preamble "$dir" 1024)
 http {
   access_log $dir/logs/access.log;
   log_format sent '\$request_uri \$status \$body_bytes_sent';
@@ -92,11 +96,7 @@ start_nginx_tls() {
   local dir=$1 port=$2 root=$3 cert=$4 key=$5 http_port=$6
   mkdir -p "$dir/logs" "$dir/tmp"
   cat > "$dir/nginx.conf" <<CONF
-worker_processes 1;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
-daemon on;
-events { worker_connections 256; }
+$(nginx_preamble "$dir" 256)
 http {
   access_log off;
 $(nginx_temp_paths "$dir")
