@@ -372,9 +372,8 @@ struct Engine: Sendable {
     private func putInPlace(_ file: OutputFile, store: ManifestStore?) async throws(DownloadError) {
         let engine = self
         try await blockingCall("sf-finish") { () throws(DownloadError) in
-            defer { file.close() }
+            defer { file.close() }  // on every path; renaming an open file is fine
             if engine.options.syncBeforeRename { try file.sync() }
-            file.close()
             try engine.moveIntoPlace()
             store?.remove()
             try? store?.syncDirectory()
