@@ -29,6 +29,7 @@ let package = Package(
         ),
         .target(name: "SegmentPlanning", swiftSettings: strict),
         .target(name: "CShims"),
+        .target(name: "CommandLineParsing", swiftSettings: strict),
         .target(
             name: "Splitfetch",
             dependencies: [
@@ -41,10 +42,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "splitfetch",
-            dependencies: [
-                "Splitfetch",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
+            dependencies: ["Splitfetch", "CommandLineParsing"],
             swiftSettings: strict
         ),
         .target(
@@ -66,6 +64,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "SegmentPlanningTests", dependencies: ["SegmentPlanning"], swiftSettings: strict),
+        .testTarget(name: "CommandLineParsingTests", dependencies: ["CommandLineParsing"], swiftSettings: strict),
         .testTarget(
             name: "SplitfetchTests",
             dependencies: ["Splitfetch", "TestHTTPServer", "SegmentPlanning"],

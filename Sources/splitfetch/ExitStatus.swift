@@ -1,3 +1,4 @@
+import CommandLineParsing
 import Splitfetch
 
 /// The command's exit statuses. Documented in the README and in `--help`.
@@ -50,8 +51,13 @@ enum ExitStatus: Int32, CaseIterable {
         }
     }
 
+    /// The table for `--help`, wrapped to 80 columns.
     static var table: String {
-        allCases.map { "  \(String($0.rawValue).padding(to: 4)) \($0.meaning)" }.joined(separator: "\n")
+        allCases.map { status in
+            wrap(status.meaning, width: 73).enumerated().map { line, text in
+                (line == 0 ? "  \(String(status.rawValue).padding(to: 5))" : String(repeating: " ", count: 7)) + text
+            }.joined(separator: "\n")
+        }.joined(separator: "\n")
     }
 }
 

@@ -1,4 +1,4 @@
-import ArgumentParser
+import CommandLineParsing
 import Dispatch
 import FoundationEssentials
 import Splitfetch
@@ -9,118 +9,149 @@ import Glibc
 #endif
 
 @main
-struct SplitfetchCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "splitfetch",
-        abstract: "Download one file over several HTTP(S) connections at once.",
-        discussion: """
-            Probes the file, splits it into byte ranges, fetches them in parallel into NAME.part, \
-            and renames it to NAME when every byte is on disk. Idle connections take over half of \
-            the slowest remaining range, so the end of a download is not left to one connection.
+struct SplitfetchCommand {
+    static let overview = "Download one file over several HTTP(S) connections at once."
+    static let discussion = """
+        Probes the file, splits it into byte ranges, fetches them in parallel into NAME.part, \
+        and renames it to NAME when every byte is on disk. Idle connections take over half of \
+        the slowest remaining range, so the end of a download is not left to one connection.
+        """
 
-            EXIT STATUS
-            \(ExitStatus.table)
-            """,
-        version: splitfetchVersion)
+    static let syntax = CommandLineSyntax([
+        OptionSpec("input-file", short: "i", value: "file", help: "Read URLs from FILE, one per line ('-' for standard input)."),
+        OptionSpec("jobs", short: "j", value: "n", help: "Files downloaded at the same time when there are several URLs.", default: "1"),
+        OptionSpec("connections", short: "n", value: "n", help: "Parallel connections (1-\(DownloadOptions.maximumConnections)).", default: "8"),
+        OptionSpec("output", short: "o", value: "name", help: "Output file name (default: the last path component of the URL)."),
+        OptionSpec("directory", short: "d", value: "dir", help: "Directory for the output; a relative --output is taken inside it."),
+        OptionSpec("min-segment-size", value: "size", help: "Smallest initial range per connection, e.g. 1M, 512K.", default: "1M"),
+        OptionSpec("header", short: "H", value: "header", help: "Extra request header 'Name: value' (repeatable).", repeatable: true),
+        OptionSpec("user-agent", value: "text", help: "User-Agent header.", default: "splitfetch/\(splitfetchVersion)"),
+        OptionSpec("retries", value: "n", help: "Retries per failed request.", default: "5"),
+        OptionSpec("connect-timeout", value: "seconds", help: "Seconds to wait for a connection.", default: "15"),
+        OptionSpec("stall-timeout", value: "seconds", help: "Seconds without data before a connection is replaced.", default: "20"),
+        OptionSpec("probe-timeout", value: "seconds", help: "Seconds to wait for the HEAD probe before probing with a ranged GET.", default: "15"),
+        OptionSpec("quiet", short: "q", help: "Print nothing but errors."),
+        OptionSpec("stats-json", value: "file", help: "Write final statistics as JSON to this file."),
+        OptionSpec("force", short: "f", help: "Replace an existing output file."),
+        OptionSpec("no-sync", help: "Skip the fdatasync before the final rename (faster, not power-cut safe)."),
+        OptionSpec("restart", help: "Discard a partial file and manifest from an earlier run and start over."),
+        OptionSpec("checkpoint-interval", value: "seconds",
+                   help: "Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.", default: "5"),
+        OptionSpec("user", short: "u", value: "user:password", help: "USER:PASSWORD for HTTP authentication; sent only to the URL's own origin."),
+        OptionSpec("insecure", short: "k", help: "Do not verify TLS certificates or host names (unsafe)."),
+        OptionSpec("cacert", value: "file", help: "PEM file of CA certificates to verify the server with."),
+        OptionSpec("allow-https-downgrade", help: "Follow redirects from https to http."),
+        OptionSpec("content-disposition", help: "Name the file from the server's Content-Disposition (reduced to a safe base name)."),
+        OptionSpec("max-size", value: "size", help: "Refuse files larger than this, e.g. 4G."),
+        OptionSpec("version", help: "Show the version."),
+        OptionSpec("help", short: "h", help: "Show this help."),
+    ])
 
-    @Argument(help: "The http or https URL(s) to download.")
+    static var help: String {
+        """
+        OVERVIEW: \(overview)
+
+        \(wrap(discussion, width: 80).joined(separator: "\n"))
+
+        USAGE: splitfetch [<options>] <url>...
+               splitfetch [<options>] --input-file <file> [<url>...]
+
+        OPTIONS:
+        \(syntax.optionsHelp())
+
+        EXIT STATUS:
+        \(ExitStatus.table)
+        """
+    }
+
+    /// The http or https URL(s) to download.
     var urls: [String] = []
-
-    @Option(name: [.short, .customLong("input-file")], help: "Read URLs from FILE, one per line ('-' for standard input).")
     var inputFile: String?
-
-    @Option(name: [.short, .long], help: "Files downloaded at the same time when there are several URLs.")
-    var jobs: Int = 1
-
-    @Option(name: [.customShort("n"), .long], help: "Parallel connections (1-\(DownloadOptions.maximumConnections)).")
-    var connections: Int = 8
-
-    @Option(name: [.short, .long], help: "Output file name (default: the last path component of the URL).")
+    var jobs = 1
+    var connections = 8
     var output: String?
-
-    @Option(name: [.short, .long], help: "Directory for the output; a relative --output is taken inside it.")
     var directory: String?
-
-    @Option(help: "Smallest initial range per connection, e.g. 1M, 512K.", transform: { text in
-        guard let n = ByteCount.parse(text), n > 0 else { throw ValidationError("invalid size '\(text)'") }
-        return n
-    })
     var minSegmentSize: Int64 = 1 << 20
-
-    @Option(name: [.customShort("H"), .long], help: "Extra request header 'Name: value' (repeatable).")
     var header: [String] = []
-
-    @Option(help: "User-Agent header.")
-    var userAgent: String = "splitfetch/\(splitfetchVersion)"
-
-    @Option(help: "Retries per failed request.")
-    var retries: Int = 5
-
-    @Option(help: "Seconds to wait for a connection.")
+    var userAgent = "splitfetch/\(splitfetchVersion)"
+    var retries = 5
     var connectTimeout: Double = 15
-
-    @Option(help: "Seconds without data before a connection is replaced.")
     var stallTimeout: Double = 20
-
-    @Option(help: "Seconds to wait for the HEAD probe before probing with a ranged GET.")
     var probeTimeout: Double = 15
-
-    @Flag(name: [.short, .long], help: "Print nothing but errors.")
     var quiet = false
-
-    @Option(help: "Write final statistics as JSON to this file.")
     var statsJson: String?
-
-    @Flag(name: [.short, .long], help: "Replace an existing output file.")
     var force = false
-
-    @Flag(help: "Skip the fdatasync before the final rename (faster, not power-cut safe).")
     var noSync = false
-
-    @Flag(help: "Discard a partial file and manifest from an earlier run and start over.")
     var restart = false
-
-    @Option(help: "Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.")
     var checkpointInterval: Double = 5
-
-    @Option(name: [.short, .long], help: "USER:PASSWORD for HTTP authentication; sent only to the URL's own origin.")
     var user: String?
-
-    @Flag(name: [.customShort("k"), .long], help: "Do not verify TLS certificates or host names (unsafe).")
     var insecure = false
-
-    @Option(help: "PEM file of CA certificates to verify the server with.")
     var cacert: String?
-
-    @Flag(help: "Follow redirects from https to http.")
     var allowHttpsDowngrade = false
-
-    @Flag(help: "Name the file from the server's Content-Disposition (reduced to a safe base name).")
     var contentDisposition = false
-
-    @Option(help: "Refuse files larger than this, e.g. 4G.", transform: { text in
-        guard let n = ByteCount.parse(text) else { throw ValidationError("invalid size '\(text)'") }
-        return n
-    })
     var maxSize: Int64?
+
+    /// What a command line asks for besides a download.
+    enum Request {
+        case download(SplitfetchCommand)
+        case help
+        case version
+    }
+
+    /// Reads a command line (without the program name); option values are checked, and the
+    /// combination by ``validate()``.
+    static func parse(_ arguments: [String]) throws(CommandLineError) -> Request {
+        let given = try syntax.parse(arguments)
+        if given.has("help") { return .help }
+        if given.has("version") { return .version }
+        var command = SplitfetchCommand()
+        command.urls = given.operands
+        command.inputFile = given.value("input-file")
+        command.jobs = try given.number("jobs") ?? command.jobs
+        command.connections = try given.number("connections") ?? command.connections
+        command.output = given.value("output")
+        command.directory = given.value("directory")
+        command.minSegmentSize = try given.size("min-segment-size") ?? command.minSegmentSize
+        guard command.minSegmentSize > 0 else { throw CommandLineError("--min-segment-size must be positive") }
+        command.header = given.values("header")
+        command.userAgent = given.value("user-agent") ?? command.userAgent
+        command.retries = try given.number("retries") ?? command.retries
+        command.connectTimeout = try given.seconds("connect-timeout") ?? command.connectTimeout
+        command.stallTimeout = try given.seconds("stall-timeout") ?? command.stallTimeout
+        command.probeTimeout = try given.seconds("probe-timeout") ?? command.probeTimeout
+        command.quiet = given.has("quiet")
+        command.statsJson = given.value("stats-json")
+        command.force = given.has("force")
+        command.noSync = given.has("no-sync")
+        command.restart = given.has("restart")
+        command.checkpointInterval = try given.seconds("checkpoint-interval") ?? command.checkpointInterval
+        command.user = given.value("user")
+        command.insecure = given.has("insecure")
+        command.cacert = given.value("cacert")
+        command.allowHttpsDowngrade = given.has("allow-https-downgrade")
+        command.contentDisposition = given.has("content-disposition")
+        command.maxSize = try given.size("max-size")
+        try command.validate()
+        return .download(command)
+    }
 
     /// The single URL of a one-file run.
     var url: String { urls.first ?? "" }
 
-    func validate() throws {
-        guard !urls.isEmpty || inputFile != nil else { throw ValidationError("missing URL (give one or more, or --input-file)") }
-        guard (1...64).contains(jobs) else { throw ValidationError("--jobs must be between 1 and 64") }
+    func validate() throws(CommandLineError) {
+        guard !urls.isEmpty || inputFile != nil else { throw CommandLineError("missing URL (give one or more, or --input-file)") }
+        guard (1...64).contains(jobs) else { throw CommandLineError("--jobs must be between 1 and 64") }
         if output != nil && (urls.count > 1 || inputFile != nil) {
-            throw ValidationError("--output names one file; with several URLs use --directory")
+            throw CommandLineError("--output names one file; with several URLs use --directory")
         }
         guard (1...DownloadOptions.maximumConnections).contains(connections) else {
-            throw ValidationError("--connections must be between 1 and \(DownloadOptions.maximumConnections)")
+            throw CommandLineError("--connections must be between 1 and \(DownloadOptions.maximumConnections)")
         }
-        guard retries >= 0 else { throw ValidationError("--retries must not be negative") }
-        guard connectTimeout > 0, stallTimeout > 0, probeTimeout > 0 else { throw ValidationError("timeouts must be positive") }
-        guard checkpointInterval >= 0 else { throw ValidationError("--checkpoint-interval must not be negative") }
-        if let output, output.isEmpty { throw ValidationError("--output must not be empty") }
-        if let user, !user.contains(":") { throw ValidationError("--user must be USER:PASSWORD") }
+        guard retries >= 0 else { throw CommandLineError("--retries must not be negative") }
+        guard connectTimeout > 0, stallTimeout > 0, probeTimeout > 0 else { throw CommandLineError("timeouts must be positive") }
+        guard checkpointInterval >= 0 else { throw CommandLineError("--checkpoint-interval must not be negative") }
+        if let output, output.isEmpty { throw CommandLineError("--output must not be empty") }
+        if let user, !user.contains(":") { throw CommandLineError("--user must be USER:PASSWORD") }
     }
 
     /// The destination path from `-o`, `-d` and the URL.
@@ -162,21 +193,17 @@ struct SplitfetchCommand: AsyncParsableCommand {
         prepareTransportInBackground()
         let command: SplitfetchCommand
         do {
-            var parsed = try parseAsRoot()
-            guard let ours = parsed as? SplitfetchCommand else {
-                // --help and -h parse as ArgumentParser's own help command; running it
-                // throws the clean exit that prints the help below.
-                try parsed.run()
+            switch try parse(Array(CommandLine.arguments.dropFirst())) {
+            case .download(let parsed): command = parsed
+            case .help:
+                print(help)
+                exitNow(0)
+            case .version:
+                print(splitfetchVersion)
                 exitNow(0)
             }
-            command = ours
         } catch {
-            let status = exitCode(for: error)
-            if status == .success {
-                print(fullMessage(for: error))
-                exitNow(0)
-            }
-            writeRaw("splitfetch: \(fullMessage(for: error))\n")
+            writeRaw("splitfetch: \(error.message)\nTry 'splitfetch --help' for more information.\n")
             exitNow(ExitStatus.usage.rawValue)
         }
         let status = await command.execute()
@@ -398,4 +425,27 @@ extension Duration {
 func exitNow(_ status: Int32) -> Never {
     fflush(nil)
     _exit(status)
+}
+
+extension ParsedCommandLine {
+    /// The whole-number value of `long`, if given.
+    func number(_ long: String) throws(CommandLineError) -> Int? {
+        guard let text = value(long) else { return nil }
+        guard let n = Int(text) else { throw CommandLineError("invalid value '\(text)' for --\(long): not a whole number") }
+        return n
+    }
+
+    /// The number of seconds in `long`, if given.
+    func seconds(_ long: String) throws(CommandLineError) -> Double? {
+        guard let text = value(long) else { return nil }
+        guard let n = Double(text), n.isFinite else { throw CommandLineError("invalid value '\(text)' for --\(long): not a number of seconds") }
+        return n
+    }
+
+    /// The byte count in `long` (`512K`, `1M`, `4G`), if given.
+    func size(_ long: String) throws(CommandLineError) -> Int64? {
+        guard let text = value(long) else { return nil }
+        guard let n = ByteCount.parse(text) else { throw CommandLineError("invalid size '\(text)' for --\(long) (e.g. 512K, 1M, 4G)") }
+        return n
+    }
 }
