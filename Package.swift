@@ -22,11 +22,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
-        .systemLibrary(
-            name: "CCurl",
-            pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"])]
-        ),
+        // libcurl's headers (libcurl4-openssl-dev); the library itself is loaded with dlopen.
+        .target(name: "CCurl"),
         .target(name: "SegmentPlanning", swiftSettings: strict),
         .target(name: "CShims"),
         .target(name: "CommandLineParsing", swiftSettings: strict),

@@ -27,22 +27,31 @@ final class CurlTransport: Sendable {
     private struct Inbox: ~Copyable {
         var messages: [Message] = []
         var shuttingDown = false
+        /// The multi handle's address, once the transport thread has made it (0 before). Only
+        /// that thread uses the handle, except for `curl_multi_wakeup`; it is cleaned up in
+        /// `deinit`, after the thread ended. An address because the pointer type is not Sendable.
+        var multiAddress: UInt = 0
+
+        var multi: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(bitPattern: multiAddress) }
+        /// Why libcurl cannot be used (it failed to load or initialise); every transfer then
+        /// fails with this message.
+        var unusable: String?
     }
 
     private let inbox = Mutex(Inbox())
-    /// The multi handle. Only the transport thread uses it, except for `curl_multi_wakeup`.
-    private let multi: MultiHandle
     private let nextID = Atomic<UInt64>(1)
 
-    /// Starts the transport thread.
+    /// Starts the transport thread. libcurl's set-up (loading the library, the first time in the
+    /// process) happens on that thread, never on the caller's.
     /// - Parameter maximumConnections: connections kept open for reuse.
     init(maximumConnections: Int) {
-        _ = CurlGlobal.initialized
-        multi = MultiHandle()
-        _ = sf_multi_setopt_long(multi.raw, CURLMOPT_PIPELINING, 0)
-        _ = sf_multi_setopt_long(multi.raw, CURLMOPT_MAXCONNECTS, max(4, maximumConnections + 4))
-        let loop = TransportLoop(transport: self)
+        let loop = TransportLoop(transport: self, maximumConnections: maximumConnections)
         startThread(name: "splitfetch-curl") { loop.run() }
+    }
+
+    deinit {
+        // The transport thread holds a reference until it returns, so it has ended.
+        if let multi = inbox.withLock({ $0.multi }) { sf_curl_multi_cleanup(multi) }
     }
 
     /// Performs one transfer; returns when it ends (never throws: the result says how it ended).
@@ -64,20 +73,35 @@ final class CurlTransport: Sendable {
 
     /// Ends the transport thread; transfers still running end as cancelled.
     func shutdown() {
-        inbox.withLock { $0.shuttingDown = true }
-        curl_multi_wakeup(multi.raw)
+        let multi = inbox.withLock { box in
+            box.shuttingDown = true
+            return box.multi
+        }
+        // Without a multi handle yet, the thread sees `shuttingDown` right after making it.
+        if let multi { sf_curl_multi_wakeup(multi) }
+    }
+
+    private enum Acceptance {
+        case queued(wake: UnsafeMutableRawPointer?)
+        case shuttingDown
+        case unusable(String)
     }
 
     private func post(_ message: Message) {
-        let accepted = inbox.withLock { box -> Bool in
-            if box.shuttingDown { return false }
+        let acceptance = inbox.withLock { box -> Acceptance in
+            if box.shuttingDown { return .shuttingDown }
+            if let failure = box.unusable { return .unusable(failure) }
             box.messages.append(message)
-            return true
+            return .queued(wake: box.multi)
         }
-        if accepted {
-            curl_multi_wakeup(multi.raw)
-        } else if case .add(let transfer) = message {
-            transfer.finish(cancelled: true)
+        switch acceptance {
+        case .queued(let multi):
+            // Without a multi handle yet, the thread takes the messages right after making it.
+            if let multi { sf_curl_multi_wakeup(multi) }
+        case .shuttingDown:
+            if case .add(let transfer) = message { transfer.finish(cancelled: true) }
+        case .unusable(let failure):
+            if case .add(let transfer) = message { transfer.fail(setupFailure: failure) }
         }
     }
 
@@ -95,13 +119,44 @@ final class CurlTransport: Sendable {
     private final class TransportLoop: @unchecked Sendable {
         // @unchecked: created on the caller's thread and then used only by the transport thread.
         let transport: CurlTransport
+        let maximumConnections: Int
         var active: [UInt64: Transfer] = [:]
         var pool: [UnsafeMutableRawPointer] = []
 
-        init(transport: CurlTransport) { self.transport = transport }
+        init(transport: CurlTransport, maximumConnections: Int) {
+            self.transport = transport
+            self.maximumConnections = maximumConnections
+        }
+
+        /// Sets libcurl up and makes the multi handle; nil (with every waiting transfer failed)
+        /// when libcurl cannot be used.
+        private func makeMultiHandle() -> UnsafeMutableRawPointer? {
+            var failure = CurlGlobal.failure
+            var multi: UnsafeMutableRawPointer?
+            if failure == nil {
+                multi = sf_curl_multi_init()
+                if let multi {
+                    _ = sf_multi_setopt_long(multi, CURLMOPT_PIPELINING, 0)
+                    _ = sf_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, maximumConnections + 4))
+                } else {
+                    failure = "curl_multi_init failed"
+                }
+            }
+            let waiting = transport.inbox.withLock { box -> [Message] in
+                box.multiAddress = UInt(bitPattern: multi)
+                box.unusable = failure
+                guard failure != nil else { return [] }
+                defer { box.messages = [] }
+                return box.messages
+            }
+            if let failure {
+                for case .add(let transfer) in waiting { transfer.fail(setupFailure: failure) }
+            }
+            return multi
+        }
 
         func run() {
-            let multi = transport.multi.raw
+            guard let multi = makeMultiHandle() else { return }
             while true {
                 let (messages, shuttingDown) = transport.takeMessages()
                 for message in messages {
@@ -112,18 +167,18 @@ final class CurlTransport: Sendable {
                 }
                 if shuttingDown {
                     for transfer in active.values { cancel(transfer, multi: multi) }
-                    for easy in pool { curl_easy_cleanup(easy) }
+                    for easy in pool { sf_curl_easy_cleanup(easy) }
                     pool.removeAll()
                     return
                 }
                 var running: Int32 = 0
-                _ = curl_multi_perform(multi, &running)
+                _ = sf_curl_multi_perform(multi, &running)
                 var left: Int32 = 0
-                while let info = curl_multi_info_read(multi, &left) {
+                while let info = sf_curl_multi_info_read(multi, &left) {
                     guard info.pointee.msg == CURLMSG_DONE, let easy = info.pointee.easy_handle else { continue }
                     complete(easy: easy, code: info.pointee.data.result, multi: multi)
                 }
-                _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+                _ = sf_curl_multi_poll(multi, nil, 0, 1000, nil)
             }
         }
 
@@ -132,7 +187,7 @@ final class CurlTransport: Sendable {
                 transfer.finish(cancelled: true)
                 return
             }
-            let easy = pool.popLast() ?? curl_easy_init()
+            let easy = pool.popLast() ?? sf_curl_easy_init()
             guard let easy else {
                 transfer.result.curlCode = Int32(CURLE_OUT_OF_MEMORY.rawValue)
                 transfer.result.curlMessage = "curl_easy_init failed"
@@ -140,12 +195,12 @@ final class CurlTransport: Sendable {
                 return
             }
             transfer.configure(easy)
-            let code = curl_multi_add_handle(multi, easy)
+            let code = sf_curl_multi_add_handle(multi, easy)
             if code != CURLM_OK {
                 transfer.result.curlCode = Int32(CURLE_FAILED_INIT.rawValue)
-                transfer.result.curlMessage = String(cString: curl_multi_strerror(code))
+                transfer.result.curlMessage = String(cString: sf_curl_multi_strerror(code))
                 transfer.release(easy)
-                curl_easy_reset(easy)
+                sf_curl_easy_reset(easy)
                 pool.append(easy)
                 transfer.finish(cancelled: false)
                 return
@@ -155,10 +210,10 @@ final class CurlTransport: Sendable {
 
         private func cancel(_ transfer: Transfer, multi: UnsafeMutableRawPointer) {
             guard let current = active.removeValue(forKey: transfer.id), let easy = current.easy else { return }
-            curl_multi_remove_handle(multi, easy)
+            sf_curl_multi_remove_handle(multi, easy)
             current.release(easy)
             // A handle removed mid-transfer may hold a half-used connection; do not reuse it.
-            curl_easy_cleanup(easy)
+            sf_curl_easy_cleanup(easy)
             current.finish(cancelled: true)
         }
 
@@ -169,39 +224,34 @@ final class CurlTransport: Sendable {
             let transfer = Unmanaged<Transfer>.fromOpaque(raw).takeUnretainedValue()
             guard active.removeValue(forKey: transfer.id) != nil else { return }
             transfer.collect(easy: easy, code: code)
-            curl_multi_remove_handle(multi, easy)
+            sf_curl_multi_remove_handle(multi, easy)
             transfer.release(easy)
-            curl_easy_reset(easy)
+            sf_curl_easy_reset(easy)
             pool.append(easy)
             transfer.finish(cancelled: false)
         }
     }
 }
 
-/// The multi handle, cleaned up when the transport goes away.
-private final class MultiHandle: Sendable {
-    // The pointer is immutable; libcurl's own rules (one owner thread, wakeup from anywhere)
-    // are kept by CurlTransport.
-    nonisolated(unsafe) let raw: UnsafeMutableRawPointer
-    init() {
-        guard let m = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
-        raw = m
-    }
-    deinit { curl_multi_cleanup(raw) }
-}
-
-/// Process-wide libcurl initialisation, done once before the first handle.
+/// Process-wide libcurl set-up, done once before the first handle: load the library (see
+/// CCurl's header for why it is loaded at run time), then `curl_global_init`.
 enum CurlGlobal {
     /// Every libcurl use goes through this first; `static let` runs the initialiser exactly once
-    /// and makes other threads wait for it, which is what `curl_global_init` requires.
-    static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_SSL | CURL_GLOBAL_WIN32)) == CURLE_OK
+    /// and makes other threads wait for it, which is what `curl_global_init` requires. Nil when
+    /// libcurl is ready, otherwise what went wrong.
+    static let failure: String? = {
+        if let error = sf_curl_load() { return String(cString: error) }
+        let code = sf_curl_global_init(Int(CURL_GLOBAL_SSL | CURL_GLOBAL_WIN32))
+        return code == CURLE_OK ? nil : "curl_global_init failed: \(String(cString: sf_curl_easy_strerror(code)))"
+    }()
 }
 
-/// Starts libcurl's process-wide set-up (the TLS library's initialisation, about half a
-/// millisecond) on a background thread, so a command-line tool can overlap it with parsing its
-/// arguments. Optional: the first download does it when this was not called.
+/// Starts libcurl's process-wide set-up on a background thread: loading the library and its ~30
+/// dependencies (3.5-4.5 ms here) and initialising the TLS library (about half a millisecond), so
+/// a command-line tool overlaps it with its own start-up. Optional: the first download does it
+/// when this was not called.
 public func prepareTransportInBackground() {
-    startThread(name: "sf-curl-init") { _ = CurlGlobal.initialized }
+    startThread(name: "sf-curl-init") { _ = CurlGlobal.failure }
 }
 
 /// Starts a detached POSIX thread named `name` (first 15 bytes) running `body`.

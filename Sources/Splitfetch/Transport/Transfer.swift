@@ -39,7 +39,7 @@ final class Transfer: @unchecked Sendable {
 
     deinit {
         errorBuffer.deallocate()
-        if let headerList { curl_slist_free_all(headerList) }
+        if let headerList { sf_curl_slist_free_all(headerList) }
     }
 
     /// Sets every option this request needs on a fresh (or reset) easy handle.
@@ -86,7 +86,7 @@ final class Transfer: @unchecked Sendable {
             _ = sf_easy_setopt_string(easy, CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound - 1)")
         }
         var list: UnsafeMutablePointer<curl_slist>?
-        for line in r.headers { list = curl_slist_append(list, line) }
+        for line in r.headers { list = sf_curl_slist_append(list, line) }
         headerList = list
         if let list { _ = sf_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list) }
 
@@ -140,7 +140,7 @@ final class Transfer: @unchecked Sendable {
         result.curlCode = Int32(code.rawValue)
         if code != CURLE_OK {
             let detail = String(cString: errorBuffer)
-            result.curlMessage = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+            result.curlMessage = detail.isEmpty ? String(cString: sf_curl_easy_strerror(code)) : detail
         }
         var url: UnsafeMutablePointer<CChar>?
         if sf_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &url) == CURLE_OK, let url {
@@ -156,10 +156,18 @@ final class Transfer: @unchecked Sendable {
     /// Detaches the easy handle from this transfer.
     func release(_ easy: UnsafeMutableRawPointer) {
         if let headerList {
-            curl_slist_free_all(headerList)
+            sf_curl_slist_free_all(headerList)
             self.headerList = nil
         }
         self.easy = nil
+    }
+
+    /// Ends a transfer that never started because libcurl cannot be used (`CURLE_FAILED_INIT`,
+    /// which is not retried).
+    func fail(setupFailure: String) {
+        result.curlCode = Int32(CURLE_FAILED_INIT.rawValue)
+        result.curlMessage = setupFailure
+        finish(cancelled: false)
     }
 
     /// Resumes the waiting task, once.
