@@ -62,6 +62,20 @@ struct HTTPFieldsTests {
         #expect(error?.message.contains("u:p") == false, "credentials leaked into the message")
     }
 
+    @Test func anotherTotalInA206OrA416IsReportedAsTheObservedSize() {
+        let range = ByteRange(100, 200)
+        let shorter206 = head(206, [("Content-Range", "bytes 100-199/500")])
+        #expect(HTTPFields.validateRangeResponse(shorter206, requested: range, total: 1000, url: "http://h/f")?.observedTotal == 500)
+        // A range past the real end gets a 416 naming the size; whichever arrives first, the
+        // download learns the same thing.
+        let past416 = head(416, [("Content-Range", "bytes */50")])
+        let error = HTTPFields.validateRangeResponse(past416, requested: range, total: 1000, url: "http://h/f")
+        #expect(error?.httpStatus == 416 && error?.observedTotal == 50)
+        let same416 = head(416, [("Content-Range", "bytes */1000")])
+        #expect(HTTPFields.validateRangeResponse(same416, requested: range, total: 1000, url: "http://h/f")?.observedTotal == nil)
+        #expect(HTTPFields.validateRangeResponse(head(416, []), requested: range, total: 1000, url: "http://h/f")?.observedTotal == nil)
+    }
+
     @Test func responseHeadKeepsOnlyTheFinalResponse() {
         var h = ResponseHead()
         for line in ["HTTP/1.1 302 Found\r\n", "Location: /x\r\n", "\r\n", "HTTP/1.1 206 Partial Content\r\n",

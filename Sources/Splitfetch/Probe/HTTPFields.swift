@@ -108,7 +108,14 @@ enum HTTPFields {
             if head.status == 200 {
                 return DownloadError(.protocolViolation, "\(where_): server ignored the range request (200 instead of 206)", httpStatus: 200)
             }
-            return httpStatusError(head.status, url: url, head: head)
+            var error = httpStatusError(head.status, url: url, head: head)
+            // A 416 saying the file has another size is the same news as a 206 with another
+            // total: which of the two answers arrives first must not decide the outcome.
+            if head.status == 416, let field = head.first("content-range"), case .unsatisfied(let actual)? = contentRange(field),
+               actual != total {
+                error.observedTotal = actual
+            }
+            return error
         }
         if let encoding = head.first("content-encoding"), encoding.lowercased() != "identity" {
             return DownloadError(.protocolViolation, "\(where_): range answered with Content-Encoding \(encoding)", isTransient: true)
