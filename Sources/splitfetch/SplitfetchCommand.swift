@@ -17,26 +17,31 @@ struct SplitfetchCommand {
         the slowest remaining range, so the end of a download is not left to one connection.
         """
 
+    /// The defaults, shown in the help from the properties themselves so the two cannot drift.
+    private static let defaults = SplitfetchCommand()
+
     static let syntax = CommandLineSyntax([
         OptionSpec("input-file", short: "i", value: "file", help: "Read URLs from FILE, one per line ('-' for standard input)."),
-        OptionSpec("jobs", short: "j", value: "n", help: "Files downloaded at the same time when there are several URLs.", default: "1"),
-        OptionSpec("connections", short: "n", value: "n", help: "Parallel connections (1-\(DownloadOptions.maximumConnections)).", default: "8"),
+        OptionSpec("jobs", short: "j", value: "n", help: "Files downloaded at the same time when there are several URLs.", default: "\(defaults.jobs)"),
+        OptionSpec("connections", short: "n", value: "n", help: "Parallel connections (1-\(DownloadOptions.maximumConnections)).", default: "\(defaults.connections)"),
         OptionSpec("output", short: "o", value: "name", help: "Output file name (default: the last path component of the URL)."),
         OptionSpec("directory", short: "d", value: "dir", help: "Directory for the output; a relative --output is taken inside it."),
-        OptionSpec("min-segment-size", value: "size", help: "Smallest initial range per connection, e.g. 1M, 512K.", default: "1M"),
+        OptionSpec("min-segment-size", value: "size", help: "Smallest initial range per connection, e.g. 1M, 512K.",
+                   default: defaults.minSegmentSize % (1 << 20) == 0 ? "\(defaults.minSegmentSize >> 20)M" : "\(defaults.minSegmentSize)"),
         OptionSpec("header", short: "H", value: "header", help: "Extra request header 'Name: value' (repeatable).", repeatable: true),
-        OptionSpec("user-agent", value: "text", help: "User-Agent header.", default: "splitfetch/\(splitfetchVersion)"),
-        OptionSpec("retries", value: "n", help: "Retries per failed request.", default: "5"),
-        OptionSpec("connect-timeout", value: "seconds", help: "Seconds to wait for a connection.", default: "15"),
-        OptionSpec("stall-timeout", value: "seconds", help: "Seconds without data before a connection is replaced.", default: "20"),
-        OptionSpec("probe-timeout", value: "seconds", help: "Seconds to wait for the HEAD probe before probing with a ranged GET.", default: "15"),
+        OptionSpec("user-agent", value: "text", help: "User-Agent header.", default: defaults.userAgent),
+        OptionSpec("retries", value: "n", help: "Retries per failed request.", default: "\(defaults.retries)"),
+        OptionSpec("connect-timeout", value: "seconds", help: "Seconds to wait for a connection.", default: shown(defaults.connectTimeout)),
+        OptionSpec("stall-timeout", value: "seconds", help: "Seconds without data before a connection is replaced.", default: shown(defaults.stallTimeout)),
+        OptionSpec("probe-timeout", value: "seconds", help: "Seconds to wait for the HEAD probe before probing with a ranged GET.", default: shown(defaults.probeTimeout)),
         OptionSpec("quiet", short: "q", help: "Print nothing but errors."),
         OptionSpec("stats-json", value: "file", help: "Write final statistics as JSON to this file."),
         OptionSpec("force", short: "f", help: "Replace an existing output file."),
         OptionSpec("no-sync", help: "Skip the fdatasync before the final rename (faster, not power-cut safe)."),
         OptionSpec("restart", help: "Discard a partial file and manifest from an earlier run and start over."),
         OptionSpec("checkpoint-interval", value: "seconds",
-                   help: "Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.", default: "5"),
+                   help: "Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.",
+                   default: shown(defaults.checkpointInterval)),
         OptionSpec("user", short: "u", value: "user:password", help: "USER:PASSWORD for HTTP authentication; sent only to the URL's own origin."),
         OptionSpec("insecure", short: "k", help: "Do not verify TLS certificates or host names (unsafe)."),
         OptionSpec("cacert", value: "file", help: "PEM file of CA certificates to verify the server with."),
@@ -46,6 +51,11 @@ struct SplitfetchCommand {
         OptionSpec("version", help: "Show the version."),
         OptionSpec("help", short: "h", help: "Show this help."),
     ])
+
+    /// `15` for 15.0, `0.5` for 0.5.
+    private static func shown(_ seconds: Double) -> String {
+        seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
+    }
 
     static var help: String {
         """

@@ -31,11 +31,11 @@ final class CurlTransport: Sendable {
         /// that thread uses the handle, except for `curl_multi_wakeup`; it is cleaned up in
         /// `deinit`, after the thread ended. An address because the pointer type is not Sendable.
         var multiAddress: UInt = 0
-
-        var multi: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(bitPattern: multiAddress) }
         /// Why libcurl cannot be used (it failed to load or initialise); every transfer then
         /// fails with this message.
         var unusable: String?
+
+        var multi: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(bitPattern: multiAddress) }
     }
 
     private let inbox = Mutex(Inbox())
