@@ -87,23 +87,29 @@ public struct CommandLineSyntax: Sendable {
 
     /// The option list for `--help`: one entry per option, its help wrapped to `width` columns.
     public func optionsHelp(width: Int = 80) -> String {
-        let column = 26
-        var lines: [String] = []
-        for option in options {
+        options.flatMap { option in
             let names = "  " + (option.short.map { "-\($0), " } ?? "") + option.usage
             var text = option.help
             if let shown = option.defaultText { text += " (default: \(shown))" }
-            let wrapped = wrap(text, width: width - column)
-            if names.count + 2 <= column {
-                lines.append(names.padded(to: column) + (wrapped.first ?? ""))
-            } else {
-                lines.append(names)
-                lines.append(String(repeating: " ", count: column) + (wrapped.first ?? ""))
-            }
-            lines += wrapped.dropFirst().map { String(repeating: " ", count: column) + $0 }
-        }
-        return lines.joined(separator: "\n")
+            return helpEntry(names, text, column: 26, width: width)
+        }.joined(separator: "\n")
     }
+}
+
+/// One entry of a help list: `label`, then `text` wrapped into the columns from `column` to
+/// `width`, continuation lines indented to `column`. A label too long to leave two spaces before
+/// `column` gets a line of its own.
+public func helpEntry(_ label: String, _ text: String, column: Int, width: Int = 80) -> [String] {
+    let indent = String(repeating: " ", count: column)
+    let wrapped = wrap(text, width: width - column)
+    var lines: [String]
+    if label.count + 2 <= column {
+        lines = [label + String(repeating: " ", count: column - label.count) + (wrapped.first ?? "")]
+    } else {
+        lines = [label, indent + (wrapped.first ?? "")]
+    }
+    lines += wrapped.dropFirst().map { indent + $0 }
+    return lines
 }
 
 /// One option of a ``CommandLineSyntax``.
@@ -197,10 +203,4 @@ func editDistance(_ a: String, _ b: String) -> Int {
         previous = current
     }
     return previous[b.count]
-}
-
-extension String {
-    func padded(to width: Int) -> String {
-        count >= width ? self : self + String(repeating: " ", count: width - count)
-    }
 }

@@ -57,13 +57,13 @@ public struct SegmentTable: Sendable {
         public init(minimumPiece: Int64 = 64 * 1024, alignment: Int64 = 4096,
                     requestOverhead: Double = 0.05, rateWarmup: Double = 0.5, stallAfter: Double = 1.5,
                     minimumBlindPiece: Int64 = 1 << 20) {
-            self.minimumBlindPiece = minimumBlindPiece
             precondition(minimumPiece >= 1 && alignment >= 1 && requestOverhead >= 0 && rateWarmup >= 0 && stallAfter > 0)
             self.minimumPiece = minimumPiece
             self.alignment = alignment
             self.requestOverhead = requestOverhead
             self.rateWarmup = rateWarmup
             self.stallAfter = stallAfter
+            self.minimumBlindPiece = minimumBlindPiece
         }
     }
 

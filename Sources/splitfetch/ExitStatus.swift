@@ -53,16 +53,6 @@ enum ExitStatus: Int32, CaseIterable {
 
     /// The table for `--help`, wrapped to 80 columns.
     static var table: String {
-        allCases.map { status in
-            wrap(status.meaning, width: 73).enumerated().map { line, text in
-                (line == 0 ? "  \(String(status.rawValue).padding(to: 5))" : String(repeating: " ", count: 7)) + text
-            }.joined(separator: "\n")
-        }.joined(separator: "\n")
-    }
-}
-
-extension String {
-    func padding(to width: Int) -> String {
-        count >= width ? self : self + String(repeating: " ", count: width - count)
+        allCases.flatMap { helpEntry("  \($0.rawValue)", $0.meaning, column: 7) }.joined(separator: "\n")
     }
 }

@@ -122,7 +122,6 @@ struct SplitfetchCommand {
         command.output = given.value("output")
         command.directory = given.value("directory")
         command.minSegmentSize = try given.size("min-segment-size") ?? command.minSegmentSize
-        guard command.minSegmentSize > 0 else { throw CommandLineError("--min-segment-size must be positive") }
         command.header = given.values("header")
         command.userAgent = given.value("user-agent") ?? command.userAgent
         command.retries = try given.number("retries") ?? command.retries
@@ -157,6 +156,7 @@ struct SplitfetchCommand {
         guard (1...DownloadOptions.maximumConnections).contains(connections) else {
             throw CommandLineError("--connections must be between 1 and \(DownloadOptions.maximumConnections)")
         }
+        guard minSegmentSize > 0 else { throw CommandLineError("--min-segment-size must be positive") }
         guard retries >= 0 else { throw CommandLineError("--retries must not be negative") }
         guard connectTimeout > 0, stallTimeout > 0, probeTimeout > 0 else { throw CommandLineError("timeouts must be positive") }
         guard checkpointInterval >= 0 else { throw CommandLineError("--checkpoint-interval must not be negative") }

@@ -20,7 +20,6 @@ struct Engine: Sendable {
     var partialPath: String { destination + ".part" }
     var manifestPath: String { destination + ".part.json" }
 
-
     func run() async throws -> DownloadStatistics {
         let startInstant = clock.now
         guard options.useContentDisposition else { return try await runWithLocalChecks(probed: nil, since: startInstant) }
