@@ -1,3 +1,4 @@
+import FoundationEssentials
 @testable import Splitfetch
 import TestHTTPServer
 import Testing
@@ -62,6 +63,36 @@ struct ResumeTests {
         #expect(manifest.storedBytes(currentBootID: nil) == 250_000 + 100_000 + 0)
         #expect(manifest.storedBytes(currentBootID: "7f3c5e1a-0000-4000-8000-000000000001") == 250_000 + 200_000 + 0)
         #expect(ManifestCodec.encode(manifest) == bytes)
+    }
+
+    /// The hand-written writer must give exactly `JSONEncoder`'s bytes: version 1 checksums are
+    /// computed over the compact form, so manifests saved by earlier builds (which used
+    /// `JSONEncoder`) must keep verifying, and the pretty form must read the same.
+    @Test func manifestWriterMatchesJSONEncoderByteForByte() throws {
+        var awkward = "q\"b\\s/ é€😀 \u{7f}\u{2028}\u{feff}"
+        for c in 0..<0x20 { awkward.unicodeScalars.append(Unicode.Scalar(UInt8(c))) }
+        let one = Manifest(url: "http://h/f", finalURL: "http://h/f", size: 0, etag: nil, lastModified: nil,
+                           minimumSegmentSize: 1, bootID: nil, segments: [])
+        var all = Manifest(url: "https://u:ignored@example.org/a b?x=1&y=\"2\"", finalURL: awkward, size: Int64.max,
+                           etag: awkward, lastModified: "Mon, 02 Nov 2026 10:00:00 GMT", minimumSegmentSize: 1 << 20,
+                           bootID: "7f3c5e1a-0000-4000-8000-000000000001",
+                           segments: [.init(start: 0, end: 5, written: 0, cached: 3), .init(start: 5, end: Int64.max, written: 9)])
+        all.checksum = "0badf00d"
+        let compact = JSONEncoder()
+        compact.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let pretty = JSONEncoder()
+        pretty.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        for manifest in [one, all] {
+            #expect(ManifestCodec.canonicalJSON(manifest) == Array(try compact.encode(manifest)))
+            var writer = ManifestJSONWriter(pretty: true)
+            writer.write(manifest)
+            #expect(writer.bytes == Array(try pretty.encode(manifest)))
+        }
+        #expect(try ManifestCodec.decode(ManifestCodec.encode(all), path: "m") == {
+            var sealed = all
+            sealed.checksum = ManifestCodec.checksum(of: all)
+            return sealed
+        }())
     }
 
     @Test("damaged or foreign manifests are named clear errors", arguments: [
