@@ -162,13 +162,20 @@ struct Engine: Sendable {
             throw error
         }
         ticker.cancel()
-        _ = await checkpointer.stop(saving: false)
         guard table.withLock({ $0.isComplete }) else {
+            _ = await checkpointer.stop(saving: false)
             file.close()
             throw DownloadError(.protocolViolation, "\(redactedURL(url)): transfers ended with bytes missing")
         }
         let splits = table.withLock { $0.splitCount }
-        try await putInPlace(file, store: store)
+        // The checkpoint thread, already waiting on the disk's behalf, ends the download.
+        let engine = self
+        if let error = await checkpointer.stop(saving: false, then: { () throws(DownloadError) in
+            try engine.putInPlaceNow(file, store: store)
+        }) {
+            file.close()  // already closed if the work ran; not if a checkpoint had failed
+            throw error
+        }
         return finish(resource: resource, mode: .segmented, size: size, counters: counters, splits: splits,
                       resumed: resumedBytes, since: startInstant)
     }
@@ -370,13 +377,16 @@ struct Engine: Sendable {
     /// into place, the manifest removed and the directory synced so the rename lasts.
     private func putInPlace(_ file: OutputFile, store: ManifestStore?) async throws(DownloadError) {
         let engine = self
-        try await blockingCall("sf-finish") { () throws(DownloadError) in
-            defer { file.close() }  // on every path; renaming an open file is fine
-            if engine.options.syncBeforeRename { try file.sync() }
-            try engine.moveIntoPlace()
-            store?.remove()
-            try? store?.syncDirectory()
-        }
+        try await blockingCall("sf-finish") { () throws(DownloadError) in try engine.putInPlaceNow(file, store: store) }
+    }
+
+    /// ``putInPlace(_:store:)``'s work, on the calling thread (which may wait for the disk).
+    private func putInPlaceNow(_ file: OutputFile, store: ManifestStore?) throws(DownloadError) {
+        defer { file.close() }  // on every path; renaming an open file is fine
+        if options.syncBeforeRename { try file.sync() }
+        try moveIntoPlace()
+        store?.remove()
+        try? store?.syncDirectory()
     }
 
     /// Renames the partial file to the destination; without overwrite, never replaces a file that

@@ -17,6 +17,8 @@ final class Checkpointer: Sendable {
     private struct State {
         var stopping = false
         var saveOnStop = true
+        /// Run on the checkpoint thread after the last checkpoint (see `stop(saving:then:)`).
+        var last: (@Sendable () throws(DownloadError) -> Void)?
         var waiters: [CheckedContinuation<DownloadError?, Never>] = []
         var failure: DownloadError?
         var failureWatchers: [CheckedContinuation<DownloadError?, Never>] = []
@@ -61,17 +63,26 @@ final class Checkpointer: Sendable {
     }
 
     /// Stops the thread; with `saving`, after a final durable checkpoint. Returns its error.
-    func stop(saving: Bool) async -> DownloadError? {
+    ///
+    /// - Parameter last: work for the same thread once checkpoints have ended and none failed (a
+    ///   finished download's sync and rename): done here, no thread has to be started for it and
+    ///   no task has to wait for this thread to end first. Its error is returned; after a failed
+    ///   checkpoint it does not run and that failure is returned.
+    func stop(saving: Bool, then last: (@Sendable () throws(DownloadError) -> Void)? = nil) async -> DownloadError? {
         await withCheckedContinuation { continuation in
             lock.lock()
             if state.finished {
+                // Only a failed checkpoint ends the thread before a stop. With `last`, that failure
+                // is the result: after a failed fsync the disk may have dropped written data, so
+                // the file is not put in place.
                 let failure = state.failure
                 lock.unlock()
-                continuation.resume(returning: saving ? failure : nil)
+                continuation.resume(returning: saving || last != nil ? failure : nil)
                 return
             }
             state.stopping = true
             state.saveOnStop = saving
+            state.last = last
             state.waiters.append(continuation)
             lock.signal()
             lock.unlock()
@@ -117,6 +128,7 @@ final class Checkpointer: Sendable {
             }
             let stopping = state.stopping
             let saveOnStop = state.saveOnStop
+            let last = state.last
             lock.unlock()
 
             let now = ConditionLock.now()
@@ -130,6 +142,9 @@ final class Checkpointer: Sendable {
                 }
                 if durable, let _ = nextDurable { nextDurable = now + durableInterval }
                 if nextQuick != nil { nextQuick = now + quickInterval }
+            }
+            if stopping, result == nil, let last {
+                do { try last() } catch { result = error }
             }
 
             lock.lock()
