@@ -8,19 +8,16 @@ import Glibc
 /// otherwise, and a one-line summary at the end.
 struct ProgressRenderer {
     let isTerminal: Bool
-    let quiet: Bool
     /// Seconds between plain lines when standard error is not a terminal.
     var plainInterval = 5.0
     private var lastPlain = -1.0
     private var lastWidth = 0
 
-    init(quiet: Bool) {
-        self.quiet = quiet
+    init() {
         self.isTerminal = isatty(STDERR_FILENO) == 1
     }
 
     mutating func handle(_ event: DownloadEvent) {
-        guard !quiet else { return }
         switch event {
         case .probed(let resource):
             if !isTerminal {

@@ -237,12 +237,14 @@ struct SplitfetchCommand {
         defer { signals.stop() }
 
         let quiet = self.quiet
-        let renderer = Task {
-            var renderer = ProgressRenderer(quiet: quiet)
+        // Quiet, there is nothing to draw, so no task reads the events (the stream keeps only the
+        // newest ones).
+        let renderer = quiet ? nil : Task {
+            var renderer = ProgressRenderer()
             for await event in download.events { renderer.handle(event) }
         }
         let result = await work.result
-        await renderer.value
+        await renderer?.value
 
         switch result {
         case .success(let statistics):
