@@ -43,8 +43,9 @@ public struct CommandLineSyntax: Sendable {
             }
             if argument.hasPrefix("--") {
                 let body = argument.dropFirst(2)
-                let name = body.firstIndex(of: "=").map { String(body[..<$0]) } ?? String(body)
-                let inline = body.firstIndex(of: "=").map { String(body[body.index(after: $0)...]) }
+                let equals = body.firstIndex(of: "=")
+                let name = String(body[..<(equals ?? body.endIndex)])
+                let inline = equals.map { String(body[body.index(after: $0)...]) }
                 guard let option = options.first(where: { $0.long == name }) else {
                     throw CommandLineError("unknown option '--\(name)'" + suggestion(for: name))
                 }

@@ -180,6 +180,7 @@ enum ManifestCodec {
 /// of the time between the probe's answer and the first data request (perf, 12 runs).
 /// Absent optionals are left out, as the synthesized `Encodable` conformance does.
 struct ManifestJSONWriter {
+    private static let hexDigits = Array("0123456789abcdef".utf8)
     private(set) var bytes: [UInt8] = []
     let pretty: Bool
     private var depth = 0
@@ -250,7 +251,8 @@ struct ManifestJSONWriter {
         newline()
         bytes.append(UInt8(ascii: "\""))
         name.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: pretty ? Array("\" : ".utf8) : Array("\":".utf8))
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: (pretty ? " : " : ":").utf8)
     }
 
     private mutating func integer(_ value: Int64) {
@@ -271,9 +273,8 @@ struct ManifestJSONWriter {
             case 0x0C: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
             case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
             case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                          hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                bytes.append(contentsOf: "\\u00".utf8)
+                bytes.append(contentsOf: [Self.hexDigits[Int(byte >> 4)], Self.hexDigits[Int(byte & 0xF)]])
             default: bytes.append(byte)
             }
         }

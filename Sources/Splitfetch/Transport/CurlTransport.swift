@@ -197,12 +197,10 @@ final class CurlTransport: Sendable {
             transfer.configure(easy)
             let code = sf_curl_multi_add_handle(multi, easy)
             if code != CURLM_OK {
-                transfer.result.curlCode = Int32(CURLE_FAILED_INIT.rawValue)
-                transfer.result.curlMessage = String(cString: sf_curl_multi_strerror(code))
                 transfer.release(easy)
                 sf_curl_easy_reset(easy)
                 pool.append(easy)
-                transfer.finish(cancelled: false)
+                transfer.fail(setupFailure: String(cString: sf_curl_multi_strerror(code)))
                 return
             }
             active[transfer.id] = transfer

@@ -162,8 +162,8 @@ final class Transfer: @unchecked Sendable {
         self.easy = nil
     }
 
-    /// Ends a transfer that never started because libcurl cannot be used (`CURLE_FAILED_INIT`,
-    /// which is not retried).
+    /// Ends a transfer that never started because libcurl cannot be used or would not take it
+    /// (`CURLE_FAILED_INIT`, which is not retried).
     func fail(setupFailure: String) {
         result.curlCode = Int32(CURLE_FAILED_INIT.rawValue)
         result.curlMessage = setupFailure
