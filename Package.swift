@@ -25,6 +25,8 @@ let package = Package(
         // libcurl's headers (libcurl4-openssl-dev); the library itself is loaded with dlopen.
         .target(name: "CCurl"),
         .target(name: "SegmentPlanning", swiftSettings: strict),
+        // Test support: drives the pure core on a virtual clock with simulated servers.
+        .target(name: "DownloadSimulation", dependencies: ["SegmentPlanning"], swiftSettings: strict),
         .target(name: "CShims"),
         .target(name: "CommandLineParsing", swiftSettings: strict),
         .target(
@@ -60,7 +62,13 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "SegmentPlanningTests", dependencies: ["SegmentPlanning"], swiftSettings: strict),
+        .executableTarget(
+            name: "sf-simulate",
+            dependencies: ["DownloadSimulation", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "SegmentPlanningTests", dependencies: ["SegmentPlanning", "DownloadSimulation"],
+                    swiftSettings: strict),
         .testTarget(name: "CommandLineParsingTests", dependencies: ["CommandLineParsing"], swiftSettings: strict),
         .testTarget(
             name: "SplitfetchTests",

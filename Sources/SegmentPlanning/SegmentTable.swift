@@ -1,8 +1,8 @@
 /// The scheduler's state: which bytes of the file are written, in flight, or still to fetch.
 ///
 /// A value type with no I/O and no clock of its own (callers pass `now`), so every decision can be
-/// tested without a network. The engine keeps one in a lock and calls it from the worker tasks
-/// (assignments) and from the transport's write callback (`claim` / `commit`).
+/// tested without a network. ``DownloadMachine`` owns one and makes every assignment; the
+/// transport's write callback reaches it through the machine (`claim` / `commit`).
 ///
 /// Each segment is a half-open range `[start, end)` with two offsets inside it:
 /// `written` (bytes before it are on disk) and `claimed` (bytes before it are on disk or being
@@ -23,7 +23,7 @@ public struct SegmentTable: Sendable {
         public internal(set) var written: Int64
         /// Bytes in `[written, claimed)` are being written now.
         public internal(set) var claimed: Int64
-        /// The worker fetching this segment, if any.
+        /// The transfer fetching this segment, if any.
         public internal(set) var owner: Int?
         /// When the current owner took the segment (caller's clock, seconds).
         var assignedAt: Double = 0
@@ -40,7 +40,7 @@ public struct SegmentTable: Sendable {
 
     /// Tuning for splitting in-flight segments.
     public struct SplitPolicy: Sendable, Equatable {
-        /// The smallest piece handed to an idle worker by a split.
+        /// The smallest piece handed to an idle connection by a split.
         public var minimumPiece: Int64
         /// Split points are rounded up to a multiple of this.
         public var alignment: Int64
@@ -48,7 +48,7 @@ public struct SegmentTable: Sendable {
         public var requestOverhead: Double
         /// How long a segment must have run before its rate is trusted, in seconds.
         public var rateWarmup: Double
-        /// An owner that has received nothing for this long is stalled: an idle worker takes its
+        /// An owner that has received nothing for this long is stalled: an idle connection takes its
         /// whole remainder at once, whatever its size.
         public var stallAfter: Double
         /// The smallest piece split off while the connections' speeds are still unknown.
@@ -67,15 +67,15 @@ public struct SegmentTable: Sendable {
         }
     }
 
-    /// What a worker should fetch next.
+    /// What an idle connection should fetch next.
     public struct Assignment: Sendable, Equatable {
-        /// The segment the worker now owns.
+        /// The segment the new transfer now owns.
         public var segment: Int
         /// The bytes to request: from the segment's first unwritten byte to its end.
         public var range: ByteRange
-        /// Whether this assignment came from splitting another worker's segment.
+        /// Whether this assignment came from splitting another transfer's segment.
         public var isSplit: Bool
-        /// The worker whose stalled segment was taken whole; its transfer has nothing left to do.
+        /// The transfer whose stalled segment was taken whole; it has nothing left to do.
         public var stalledOwner: Int? = nil
     }
 
@@ -116,7 +116,7 @@ public struct SegmentTable: Sendable {
     public var writtenBytes: Int64 { segments.reduce(0) { $0 + ($1.written - $1.start) } }
     /// Whether every byte of the file is on disk.
     public var isComplete: Bool { segments.allSatisfy(\.isComplete) }
-    /// Segments that a worker owns right now.
+    /// Segments that a transfer owns right now.
     public var activeSegments: [Segment] { segments.filter { $0.owner != nil } }
 
     /// Describes the first broken invariant, or `nil` when the table is consistent.
@@ -142,28 +142,28 @@ public struct SegmentTable: Sendable {
 
     // MARK: - Assignment
 
-    /// Gives an idle worker something to fetch.
+    /// Gives a new transfer something to fetch.
     ///
     /// An unowned segment with bytes left comes first (lowest offset first). Otherwise the active
     /// segment expected to finish last is split so that both halves are expected to finish together,
     /// provided the split saves more than ``SplitPolicy/requestOverhead``.
     ///
     /// - Parameters:
-    ///   - worker: the idle worker's identifier.
+    ///   - transfer: the new transfer's identifier; it becomes the segment's owner.
     ///   - now: the current time in seconds, from any monotonic clock the caller uses consistently.
-    ///   - workerRate: the idle worker's recent throughput in bytes per second, if known.
-    /// - Returns: the assignment, or `nil` when nothing is worth fetching by this worker.
-    public mutating func assign(worker: Int, now: Double, workerRate: Double? = nil) -> Assignment? {
+    ///   - rate: the idle connection's recent throughput in bytes per second, if known.
+    /// - Returns: the assignment, or `nil` when nothing is worth fetching by this connection.
+    public mutating func assign(transfer: Int, now: Double, rate: Double? = nil) -> Assignment? {
         if let index = segments.firstIndex(where: { $0.owner == nil && $0.remaining > 0 }) {
-            take(index, worker: worker, now: now)
+            take(index, owner: transfer, now: now)
             let segment = segments[index]
             return Assignment(segment: index, range: ByteRange(segment.written, segment.end), isSplit: false)
         }
-        return split(for: worker, now: now, workerRate: workerRate)
+        return split(for: transfer, now: now, idleRate: rate)
     }
 
-    private mutating func take(_ index: Int, worker: Int, now: Double) {
-        segments[index].owner = worker
+    private mutating func take(_ index: Int, owner: Int, now: Double) {
+        segments[index].owner = owner
         segments[index].assignedAt = now
         segments[index].lastProgressAt = now
         segments[index].offsetAtAssignment = segments[index].claimed
@@ -182,7 +182,7 @@ public struct SegmentTable: Sendable {
         return Double(segment.claimed - segment.offsetAtAssignment) / elapsed
     }
 
-    private mutating func split(for worker: Int, now: Double, workerRate: Double?) -> Assignment? {
+    private mutating func split(for transfer: Int, now: Double, idleRate rateOfIdle: Double?) -> Assignment? {
         let active = segments.filter {
             $0.owner != nil && ($0.end - $0.claimed >= 2 * policy.minimumPiece || isStalled($0, now: now))
         }
@@ -202,7 +202,7 @@ public struct SegmentTable: Sendable {
         let claimed = victim.claimed
         let left = victim.end - claimed
         let ownerRate = rate(of: victim, now: now)
-        let idleRate = workerRate.flatMap { $0 > 0 ? $0 : nil } ?? typicalRate
+        let idleRate = rateOfIdle.flatMap { $0 > 0 ? $0 : nil } ?? typicalRate
 
         var point: Int64
         if let ro = ownerRate, let ri = idleRate {
@@ -239,7 +239,7 @@ public struct SegmentTable: Sendable {
         let id = segments.count
         segments.append(Segment(id: id, start: newRange.lowerBound, end: newRange.upperBound,
                                 written: newRange.lowerBound, claimed: newRange.lowerBound, owner: nil))
-        take(id, worker: worker, now: now)
+        take(id, owner: transfer, now: now)
         splitCount += 1
         return Assignment(segment: id, range: newRange, isSplit: true, stalledOwner: stalled ? victim.owner : nil)
     }
@@ -276,7 +276,7 @@ public struct SegmentTable: Sendable {
         segments[segment].claimed = segments[segment].written
     }
 
-    /// Ends a worker's ownership of a segment; bytes left become available to any worker.
+    /// Ends a transfer's ownership of a segment; bytes left become available to any connection.
     public mutating func release(segment: Int) {
         segments[segment].claimed = segments[segment].written
         segments[segment].owner = nil

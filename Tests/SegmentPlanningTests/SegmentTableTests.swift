@@ -5,19 +5,19 @@ import Testing
 struct SegmentTableTests {
     @Test func freshTableHandsOutPlannedRangesInOrder() {
         var table = SegmentTable(size: 300, ranges: [ByteRange(0, 100), ByteRange(100, 200), ByteRange(200, 300)])
-        #expect(table.assign(worker: 0, now: 0)?.range == ByteRange(0, 100))
-        #expect(table.assign(worker: 1, now: 0)?.range == ByteRange(100, 200))
-        #expect(table.assign(worker: 2, now: 0)?.range == ByteRange(200, 300))
+        #expect(table.assign(transfer: 0, now: 0)?.range == ByteRange(0, 100))
+        #expect(table.assign(transfer: 1, now: 0)?.range == ByteRange(100, 200))
+        #expect(table.assign(transfer: 2, now: 0)?.range == ByteRange(200, 300))
     }
 
     @Test func idleWorkerSplitsTheLargestRemainderBeyondTheWriteOffset() {
         let policy = SegmentTable.SplitPolicy(minimumPiece: 10, alignment: 1, requestOverhead: 0, rateWarmup: 1, minimumBlindPiece: 10)
         var table = SegmentTable(size: 1000, ranges: [ByteRange(0, 1000)], policy: policy)
-        let first = table.assign(worker: 0, now: 0)!
+        let first = table.assign(transfer: 0, now: 0)!
         #expect(first.range == ByteRange(0, 1000))
         #expect(table.claim(segment: 0, offset: 0, count: 200) == 200)
         table.commit(segment: 0, through: 200)
-        let split = table.assign(worker: 1, now: 0.1)!
+        let split = table.assign(transfer: 1, now: 0.1)!
         #expect(split.isSplit)
         #expect(split.range == ByteRange(600, 1000))  // half of the 800 left after offset 200
         #expect(table.segments[0].end == 600)
@@ -31,9 +31,9 @@ struct SegmentTableTests {
     @Test func splitNeverCutsBytesAlreadyClaimed() {
         let policy = SegmentTable.SplitPolicy(minimumPiece: 10, alignment: 64, requestOverhead: 0, rateWarmup: 1, minimumBlindPiece: 10)
         var table = SegmentTable(size: 1000, ranges: [ByteRange(0, 1000)], policy: policy)
-        _ = table.assign(worker: 0, now: 0)
+        _ = table.assign(transfer: 0, now: 0)
         #expect(table.claim(segment: 0, offset: 0, count: 900) == 900)  // in pwrite, not committed yet
-        let split = table.assign(worker: 1, now: 0)
+        let split = table.assign(transfer: 1, now: 0)
         if let split { #expect(split.range.lowerBound >= 900) }
         #expect(table.invariantViolation() == nil)
     }
@@ -41,11 +41,11 @@ struct SegmentTableTests {
     @Test func speedAwareSplitGivesTheFastWorkerMore() {
         let policy = SegmentTable.SplitPolicy(minimumPiece: 1, alignment: 1, requestOverhead: 0, rateWarmup: 0.5)
         var table = SegmentTable(size: 17_000, ranges: [ByteRange(0, 17_000)], policy: policy)
-        _ = table.assign(worker: 0, now: 0)
+        _ = table.assign(transfer: 0, now: 0)
         // The owner has done 1000 bytes in 10 s: 100 B/s. The idle worker does 1600 B/s.
         #expect(table.claim(segment: 0, offset: 0, count: 1000) == 1000)
         table.commit(segment: 0, through: 1000, now: 9.9)
-        let split = table.assign(worker: 1, now: 10, workerRate: 1600)!
+        let split = table.assign(transfer: 1, now: 10, rate: 1600)!
         // 16_000 left; owner share 100/1700 -> about 941 bytes stay with the slow owner.
         #expect(split.range.lowerBound == 1000 + 941)
     }
@@ -53,11 +53,11 @@ struct SegmentTableTests {
     @Test func stalledOwnerLosesItsWholeRemainder() {
         let policy = SegmentTable.SplitPolicy(minimumPiece: 100, alignment: 1, requestOverhead: 0, rateWarmup: 0.5, stallAfter: 1)
         var table = SegmentTable(size: 150, ranges: [ByteRange(0, 150)], policy: policy)
-        _ = table.assign(worker: 0, now: 0)
+        _ = table.assign(transfer: 0, now: 0)
         #expect(table.claim(segment: 0, offset: 0, count: 20) == 20)
         table.commit(segment: 0, through: 20, now: 0.1)
-        #expect(table.assign(worker: 1, now: 0.5) == nil)  // too small to split, not stalled yet
-        let steal = table.assign(worker: 1, now: 1.2)
+        #expect(table.assign(transfer: 1, now: 0.5) == nil)  // too small to split, not stalled yet
+        let steal = table.assign(transfer: 1, now: 1.2)
         #expect(steal?.range == ByteRange(20, 150))
         #expect(table.claim(segment: 0, offset: 20, count: 10) == 0)  // the stalled owner stops
     }
@@ -65,23 +65,23 @@ struct SegmentTableTests {
     @Test func noSplitBelowTwoMinimumPieces() {
         let policy = SegmentTable.SplitPolicy(minimumPiece: 100, alignment: 1, requestOverhead: 0, rateWarmup: 1)
         var table = SegmentTable(size: 150, ranges: [ByteRange(0, 150)], policy: policy)
-        _ = table.assign(worker: 0, now: 0)
-        #expect(table.assign(worker: 1, now: 0) == nil)
+        _ = table.assign(transfer: 0, now: 0)
+        #expect(table.assign(transfer: 1, now: 0) == nil)
     }
 
     @Test func releaseReturnsTheRemainderFromTheFirstUnwrittenByte() {
         var table = SegmentTable(size: 100, ranges: [ByteRange(0, 100)])
-        _ = table.assign(worker: 0, now: 0)
+        _ = table.assign(transfer: 0, now: 0)
         #expect(table.claim(segment: 0, offset: 0, count: 30) == 30)
         table.commit(segment: 0, through: 30)
         table.release(segment: 0)
-        #expect(table.assign(worker: 5, now: 1)?.range == ByteRange(30, 100))
+        #expect(table.assign(transfer: 5, now: 1)?.range == ByteRange(30, 100))
     }
 
     @Test func resumedProgressIsHonoured() {
         var table = SegmentTable(size: 200, progress: [(ByteRange(0, 100), 100), (ByteRange(100, 200), 150)])
         #expect(table.writtenBytes == 150)
-        #expect(table.assign(worker: 0, now: 0)?.range == ByteRange(150, 200))
+        #expect(table.assign(transfer: 0, now: 0)?.range == ByteRange(150, 200))
     }
 
     /// Simulates workers with random speeds, chunk sizes, failures and splits, checking the
@@ -108,7 +108,7 @@ struct SegmentTableTests {
                 if steps >= 200_000 { return }
                 now += 0.01
                 for w in 0..<workers {
-                    if current[w] == nil, let a = table.assign(worker: w, now: now, workerRate: Double(speed[w]) * 100) {
+                    if current[w] == nil, let a = table.assign(transfer: w, now: now, rate: Double(speed[w]) * 100) {
                         current[w] = (a.segment, a.range.lowerBound, a.range.upperBound)
                     }
                     guard let job = current[w] else { continue }

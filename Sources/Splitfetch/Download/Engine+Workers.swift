@@ -16,7 +16,7 @@ extension Engine {
             try Task.checkCancellation()
             let generation = crew.idle.generation
             let t = table.now()
-            let assignment = table.withLock { $0.assign(worker: counters.id, now: t, workerRate: lastRate) }
+            let assignment = table.withLock { $0.assign(transfer: counters.id, now: t, rate: lastRate) }
             guard let assignment else {
                 let (complete, anyActive) = table.withLock { ($0.isComplete, !$0.activeSegments.isEmpty) }
                 if complete || !anyActive && table.withLock({ $0.segments.allSatisfy { $0.remaining == 0 } }) { return }

@@ -1,0 +1,151 @@
+public import SegmentPlanning
+
+/// One simulated download: the file, the server's connections, and what goes wrong.
+///
+/// Everything random in a run is drawn from generators seeded by ``seed``, so a scenario and its
+/// run are reproduced exactly by the seed alone (``random(seed:)`` and ``straggler(seed:)``).
+public struct SimulationScenario: Sendable, CustomStringConvertible {
+    /// A fault that does not clear, so the download must end with the right failure.
+    public enum PersistentFault: Sendable, Equatable {
+        /// Every request answers 404.
+        case notFound
+        /// Every request answers 503 with `Retry-After`.
+        case alwaysBusy
+        /// Every checkpoint fails (a disk error on `fsync`).
+        case checkpointFails
+        /// The caller cancels at this virtual time.
+        case cancel(at: Double)
+    }
+
+    /// Transient faults: each request draws one with these probabilities, at most ``budget`` in a
+    /// run (fewer than the retries, so a run without a persistent fault must complete).
+    public struct FaultMix: Sendable, Equatable {
+        /// The connection resets after some bytes.
+        public var reset = 0.0
+        /// The connection stops sending after some bytes and never ends by itself.
+        public var stall = 0.0
+        /// `503` with `Retry-After` (seconds or an HTTP-date).
+        public var busy = 0.0
+        /// A `206` for another range (rejected before a byte is written).
+        public var wrongRange = 0.0
+        /// At most this many faults in the whole run.
+        public var budget = 0
+
+        public init() {}
+        var total: Double { reset + stall + busy + wrongRange }
+    }
+
+    public var seed: UInt64
+    /// The file's real size.
+    public var size: Int64
+    /// The size the first probe reports; another value makes the `206`s disagree (a size change).
+    public var probedSize: Int64
+    /// Whether the server answers ranges.
+    public var acceptsRanges: Bool
+    public var configuration: DownloadMachine.Configuration
+    /// Bytes per second of each connection slot (cycled when there are more slots).
+    public var rates: [Double]
+    /// Seconds from a request to its first byte, drawn per request.
+    public var latency: ClosedRange<Double>
+    public var faults = FaultMix()
+    public var persistent: PersistentFault?
+
+    public init(seed: UInt64, size: Int64, configuration: DownloadMachine.Configuration, rates: [Double],
+                latency: ClosedRange<Double> = 0.001...0.001) {
+        self.seed = seed
+        self.size = size
+        self.probedSize = size
+        self.acceptsRanges = true
+        self.configuration = configuration
+        self.rates = rates
+        self.latency = latency
+    }
+
+    public var description: String {
+        "seed \(seed): \(size) bytes (probed \(probedSize)), ranges \(acceptsRanges), \(configuration.connections) connections, "
+            + "min segment \(configuration.minimumSegmentSize), retries \(configuration.retry.retries), "
+            + "stall timeout \(configuration.stallTimeout), rates \(rates.map { Int($0) }), latency \(latency), "
+            + "faults \(faults), persistent \(persistent.map { "\($0)" } ?? "none")"
+    }
+
+    /// The time a perfect scheduler would need: one request latency, then every planned
+    /// connection busy until the last byte.
+    public var idealSeconds: Double {
+        let plan = Planner.plan(size: size, connections: configuration.connections,
+                                minimumSegmentSize: configuration.minimumSegmentSize)
+        let total = (0..<max(1, plan.count)).reduce(0.0) { $0 + rates[$1 % rates.count] }
+        return latency.lowerBound + Double(size) / total
+    }
+
+    /// A random mix of sizes, connection counts, speeds, latencies and faults.
+    public static func random(seed: UInt64) -> SimulationScenario {
+        var rng = SplitMix64(seed: seed ^ 0xA5A5_5A5A_C3C3_3C3C)
+        func unit() -> Double { rng.nextUnit() }
+        func between(_ low: Int64, _ high: Int64) -> Int64 { low + Int64(rng.next() % UInt64(high - low + 1)) }
+
+        var configuration = DownloadMachine.Configuration()
+        configuration.seed = seed
+        configuration.connections = Int(between(1, 16))
+        configuration.minimumSegmentSize = [64 << 10, 256 << 10, 1 << 20][Int(rng.next() % 3)]
+        configuration.split = SegmentTable.SplitPolicy(minimumPiece: [16 << 10, 64 << 10][Int(rng.next() % 2)],
+                                                       alignment: 4096, requestOverhead: 0.05, rateWarmup: 0.5,
+                                                       stallAfter: 1.5, minimumBlindPiece: 1 << 20)
+        configuration.retry = RetryPolicy(retries: Int(between(2, 8)), baseDelay: 0.25, maximumDelay: 30)
+        configuration.stallTimeout = Double(between(2, 20))
+        configuration.durableCheckpointInterval = [0, 1, 5][Int(rng.next() % 3)]
+        configuration.quickCheckpointInterval = [0, 0.1][Int(rng.next() % 2)]
+
+        let sizeClass = unit()
+        let size: Int64 = sizeClass < 0.1 ? between(0, 64 << 10)
+            : sizeClass < 0.6 ? between(64 << 10, 4 << 20) : between(4 << 20, 32 << 20)
+        let connections = configuration.connections
+        var rates = (0..<connections).map { _ in Double(between(256 << 10, 8 << 20)) }
+        if unit() < 0.3 {
+            for i in stride(from: 0, to: connections, by: 4) { rates[i] /= 16 }  // stragglers
+        }
+        let low = 0.0005 + unit() * 0.05
+        var scenario = SimulationScenario(seed: seed, size: size, configuration: configuration, rates: rates,
+                                          latency: low...(low + unit() * 0.05))
+        scenario.acceptsRanges = unit() < 0.92
+        if unit() < 0.08 && size > 0 { scenario.probedSize = max(1, size + between(-(size / 2), size / 2 + 1)) }
+        if unit() < 0.6 {
+            scenario.faults.reset = unit() * 0.2
+            scenario.faults.stall = unit() * 0.1
+            scenario.faults.busy = unit() * 0.1
+            scenario.faults.wrongRange = unit() * 0.1
+            scenario.faults.budget = Int(between(0, Int64(configuration.retry.retries)))
+        }
+        let persistent = unit()
+        if persistent < 0.04 {
+            scenario.persistent = .notFound
+        } else if persistent < 0.08 {
+            scenario.persistent = .alwaysBusy
+        } else if persistent < 0.12 {
+            scenario.persistent = .checkpointFails
+        } else if persistent < 0.16 {
+            scenario.persistent = .cancel(at: unit() * 2)
+        }
+        return scenario
+    }
+
+    /// A straggler mix: a quarter of the connections (or more) 4 to 32 times slower than the
+    /// rest, no faults; for measuring the finish time against the ideal.
+    public static func straggler(seed: UInt64) -> SimulationScenario {
+        var rng = SplitMix64(seed: seed ^ 0x5EED_0F57_4A66_1E45)
+        func between(_ low: Int64, _ high: Int64) -> Int64 { low + Int64(rng.next() % UInt64(high - low + 1)) }
+        var configuration = DownloadMachine.Configuration()
+        configuration.seed = seed
+        configuration.connections = [4, 8, 16][Int(rng.next() % 3)]
+        configuration.minimumSegmentSize = 1 << 20
+        configuration.split = SegmentTable.SplitPolicy(minimumPiece: 64 << 10)
+        let connections = configuration.connections
+        let fast = Double(between(1 << 20, 4 << 20))
+        let factor = Double([4, 8, 16, 32][Int(rng.next() % 4)])
+        let slowCount = max(1, Int(between(Int64(connections / 4), Int64(connections / 2))))
+        var rates = Array(repeating: fast, count: connections)
+        for i in 0..<slowCount { rates[(i * connections) / slowCount] = fast / factor }
+        let size = between(32, 128) << 20
+        return SimulationScenario(seed: seed, size: size, configuration: configuration, rates: rates,
+                                  latency: 0.005...0.02)
+    }
+}

@@ -1,0 +1,202 @@
+extension DownloadMachine {
+    /// Identifies one HTTP request of a download. Never reused within a machine, so an abort can
+    /// only ever reach the transfer it was meant for.
+    public typealias TransferID = Int
+
+    /// Every tunable of the machine's decisions.
+    public struct Configuration: Sendable, Equatable {
+        /// Connections for a segmented download (at least 1).
+        public var connections: Int = 8
+        /// The smallest range the initial plan gives one connection.
+        public var minimumSegmentSize: Int64 = 1 << 20
+        /// When and how in-flight ranges are split and stalled ones taken over.
+        public var split = SegmentTable.SplitPolicy()
+        /// Backoff, `Retry-After` and when to give up.
+        public var retry = RetryPolicy()
+        /// A transfer that receives nothing for this long is aborted and retried, in seconds.
+        public var stallTimeout: Double = 20
+        /// Seconds between quick checkpoints (no sync); 0 turns them off.
+        public var quickCheckpointInterval: Double = 0.1
+        /// Seconds between durable checkpoints (data synced first); 0 turns them off.
+        public var durableCheckpointInterval: Double = 5
+        /// How often an idle connection looks again for a range to split or a stalled one to take.
+        public var idleRecheckInterval: Double = 0.1
+        /// Seeds the jitter of retry delays.
+        public var seed: UInt64 = 0
+
+        public init() {}
+    }
+
+    /// What the probe learned that decides the plan.
+    public struct ProbeAnswer: Sendable, Equatable {
+        /// The file size, when the server said.
+        public var size: Int64?
+        /// Whether the server answers range requests with `206`.
+        public var acceptsRanges: Bool
+
+        public init(size: Int64?, acceptsRanges: Bool) {
+            self.size = size
+            self.acceptsRanges = acceptsRanges
+        }
+    }
+
+    /// How the file is fetched.
+    public enum Mode: Sendable, Equatable {
+        /// Ranges over several connections into a preallocated file of this size; resumable.
+        case segmented(size: Int64)
+        /// One whole-file stream from byte 0 (no range support or no length); not resumable.
+        case stream(size: Int64?)
+    }
+
+    /// The partial file to create before any transfer starts.
+    public struct Preparation: Sendable, Equatable {
+        public var mode: Mode
+        /// The first manifest, saved before any byte is written (segmented mode only).
+        public var manifest: Checkpoint?
+    }
+
+    /// One request to start.
+    public struct TransferStart: Sendable, Equatable {
+        public var id: TransferID
+        /// The connection slot it runs on (`0 ..< connections`), for progress and statistics.
+        public var connection: Int
+        /// Which source to ask; `0` is the URL being downloaded.
+        public var source: Int
+        /// The bytes to ask for; `nil` asks for the whole file (stream mode).
+        public var range: ByteRange?
+        /// Send `If-Range` with the validators, so a changed file answers `200`, not a wrong range.
+        public var useIfRange: Bool
+        /// The range was split off another transfer's segment, or taken from a stalled one.
+        public var isSplit: Bool
+    }
+
+    /// Why the machine stops a transfer.
+    public enum AbortReason: Sendable, Equatable {
+        /// Its stalled range was taken over whole by another connection; not a failure.
+        case takenOver
+        /// It received nothing for ``Configuration/stallTimeout``; counted as a failed attempt.
+        case stalled
+        /// The download is stopping (failure, cancellation or a restart).
+        case stopping
+    }
+
+    /// A manifest snapshot to save.
+    public struct Checkpoint: Sendable, Equatable {
+        /// One segment's progress.
+        public struct Segment: Sendable, Equatable {
+            public var start: Int64
+            public var end: Int64
+            /// Bytes before this are on disk (synced by a durable checkpoint).
+            public var written: Int64
+            /// Bytes before this were written but not synced; trusted only within the same boot.
+            public var cached: Int64?
+
+            public init(start: Int64, end: Int64, written: Int64, cached: Int64? = nil) {
+                self.start = start
+                self.end = end
+                self.written = written
+                self.cached = cached
+            }
+        }
+
+        public var id: Int
+        /// Sync the data file before saving: the manifest then claims only bytes on disk.
+        public var durable: Bool
+        public var segments: [Segment]
+    }
+
+    /// Something worth telling the user; no reply is expected.
+    public enum Notice: Sendable, Equatable {
+        /// `transfer` failed; its connection tries again after `delay` seconds.
+        case retrying(connection: Int, transfer: TransferID, attempt: Int, delay: Double)
+        /// The server refused more connections (`transfer` got 503 or 429): the download goes on
+        /// with `remaining`.
+        case connectionsReduced(remaining: Int, transfer: TransferID)
+    }
+
+    /// Why a download ended without its file.
+    public enum Failure: Sendable, Equatable {
+        /// The failure of this transfer ends the download: not transient, or it gave up after
+        /// `retries` retries (`nil` when it was not retried).
+        case transfer(TransferID, gaveUpAfter: Int?)
+        /// Saving this checkpoint failed; the disk cannot be trusted.
+        case checkpoint(id: Int)
+        /// Cancelled by the caller.
+        case cancelled
+        /// Every transfer ended with bytes still missing (a broken invariant; never expected).
+        case incomplete
+    }
+
+    /// What the driver must do next.
+    public enum Action: Sendable, Equatable {
+        /// Create (and for a segmented download preallocate) the partial file and save the first
+        /// manifest; then call ``DownloadMachine/prepared(now:)``.
+        case prepare(Preparation)
+        /// Start a transfer; report its bytes through ``DownloadMachine/claim(_:offset:count:)`` and
+        /// ``DownloadMachine/commit(_:through:now:)`` and its end through
+        /// ``DownloadMachine/transferEnded(_:_:now:)``.
+        case start(TransferStart)
+        /// Stop a transfer; it still reports its end.
+        case abort(TransferID, AbortReason)
+        /// Tell the user.
+        case notify(Notice)
+        /// Save this snapshot; then call ``DownloadMachine/checkpointEnded(_:succeeded:now:)``.
+        case checkpoint(Checkpoint)
+        /// Call ``DownloadMachine/tick(now:)`` at this time (or earlier; early ticks are harmless).
+        case wake(at: Double)
+        /// The server named another size: remove the partial data, probe again with a ranged
+        /// `GET`, and call ``DownloadMachine/probed(_:now:)`` with the answer.
+        case discardAndProbeAgain
+        /// Every byte is written and every transfer has ended: sync, rename into place. Final.
+        case finish
+        /// The download failed; every transfer has ended and the final checkpoint (if any) was
+        /// tried. Final.
+        case fail(Failure, finalCheckpointFailed: Bool)
+    }
+
+    /// How a transfer ended, as the driver saw it.
+    public enum TransferEnd: Sendable, Equatable {
+        /// The response ended without error (or the sink stopped it at its segment's end).
+        case completed
+        /// The request failed.
+        case failed(TransferFailure)
+        /// It was stopped before its end (by an ``Action/abort(_:_:)``, or from outside).
+        case aborted
+    }
+
+    /// What went wrong with one request; classified by the driver, judged by the machine.
+    public struct TransferFailure: Sendable, Equatable {
+        /// The HTTP status, when a response arrived.
+        public var httpStatus: Int?
+        /// Whether the same request may succeed later (network errors, 408, 429, 5xx, a wrong
+        /// range). Anything else ends the download.
+        public var isTransient: Bool
+        /// The server's `Retry-After`, if it sent one.
+        public var retryAfter: RetryAfter?
+        /// The total size a `206` or `416` named when it disagreed with the probed size.
+        public var observedTotal: Int64?
+
+        public init(httpStatus: Int? = nil, isTransient: Bool, retryAfter: RetryAfter? = nil, observedTotal: Int64? = nil) {
+            self.httpStatus = httpStatus
+            self.isTransient = isTransient
+            self.retryAfter = retryAfter
+            self.observedTotal = observedTotal
+        }
+    }
+
+    /// Where the download is.
+    public enum Phase: Sendable, Equatable {
+        /// Waiting for ``DownloadMachine/probed(_:now:)``; `observedTotal` after a size mismatch.
+        case awaitingProbe(observedTotal: Int64?)
+        /// Waiting for ``DownloadMachine/prepared(now:)``.
+        case preparing
+        /// Transfers run.
+        case running
+        /// A size mismatch: waiting for every transfer to end before probing again.
+        case restarting(observedTotal: Int64)
+        /// Failing: waiting for transfers, then the final checkpoint.
+        case stopping(Failure)
+        /// ``Action/finish`` or ``Action/fail(_:finalCheckpointFailed:)`` was returned.
+        case done
+    }
+}

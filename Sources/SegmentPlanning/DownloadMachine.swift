@@ -1,0 +1,508 @@
+/// Every decision of one download, as a value: which range goes to which connection, when to
+/// split or take over a range, when to retry, back off, give up, restart or fall back to one
+/// stream, and when to checkpoint.
+///
+/// The machine does no I/O, starts no thread and reads no clock: a driver feeds it events
+/// (``probed(_:now:)``, ``prepared(now:)``, ``transferEnded(_:_:now:)``, ``tick(now:)``,
+/// ``checkpointEnded(_:succeeded:now:)``, ``cancel(now:)``) with the time of each, and performs
+/// the ``Action``s it returns. The same events always give the same actions, so every rule is
+/// tested by tables and by a simulator on a virtual clock.
+///
+/// The write path goes through the machine too, so that a byte is never written by two transfers:
+/// before writing, a transfer *claims* its bytes (``claim(_:offset:count:)``, clamped to its
+/// segment's current end, which a split may have lowered), and after `pwrite` it *commits* them
+/// (``commit(_:through:now:)``).
+///
+/// Thread safety: a value type; the driver keeps it behind one lock and performs the returned
+/// actions after leaving it.
+public struct DownloadMachine: Sendable {
+    struct Transfer: Sendable {
+        var id: TransferID
+        var connection: Int
+        /// The segment it owns (segmented mode).
+        var segment: Int?
+        var range: ByteRange?
+        var startedAt: Double
+        var lastProgressAt: Double
+        /// Bytes written through (stream mode: from 0).
+        var offset: Int64
+        var abortReason: AbortReason?
+    }
+
+    enum SlotState: Sendable, Equatable {
+        case idle
+        case busy(TransferID)
+        case waiting(until: Double)
+        /// Left after the server refused more connections.
+        case retired
+    }
+
+    /// One connection of the download.
+    struct Slot: Sendable {
+        var state: SlotState = .idle
+        /// Failed attempts in a row (a segmented attempt that wrote bytes starts again at 1).
+        var failures = 0
+        /// Bytes per second of its last transfer that ran long enough to tell.
+        var lastRate: Double?
+        var requests = 0
+        var retries = 0
+    }
+
+    enum Storage: Sendable, Equatable { case none, preparing, ready }
+
+    struct CheckpointInFlight: Sendable {
+        var id: Int
+        var durable: Bool
+        var offsets: [Int64: Int64]
+    }
+
+    /// The tunables in force.
+    public let configuration: Configuration
+    /// Where the download is.
+    public private(set) var phase: Phase
+    /// How the file is fetched, once decided.
+    public private(set) var mode: Mode?
+    /// The segments (segmented mode).
+    public private(set) var table: SegmentTable?
+
+    var slots: [Slot] = []
+    var transfers: [TransferID: Transfer] = [:]
+    private var nextTransferID = 1
+    private var nextCheckpointID = 1
+    private var random: SplitMix64
+    private var storage: Storage = .none
+    private var checkpointInFlight: CheckpointInFlight?
+    private var finalCheckpointID: Int?
+    private var saveOnStop = true
+    /// Segment start → offset known to be on disk (synced).
+    private var durableOffsets: [Int64: Int64]
+    private var nextQuick: Double?
+    private var nextDurable: Double?
+    private var scheduledWake: Double?
+    private var mayRestartOnSizeMismatch: Bool
+    private var streamComplete = false
+
+    /// A fresh download: nothing on disk yet.
+    public init(configuration: Configuration) {
+        precondition(configuration.connections >= 1 && configuration.minimumSegmentSize >= 1)
+        self.configuration = configuration
+        phase = .awaitingProbe(observedTotal: nil)
+        random = SplitMix64(seed: configuration.seed)
+        durableOffsets = [:]
+        mayRestartOnSizeMismatch = true
+    }
+
+    /// A resumed download: the partial file and its manifest are open and were checked against the
+    /// server's answer.
+    ///
+    /// - Parameters:
+    ///   - progress: each segment's range and written offset, covering `[0, size)` in order.
+    ///   - durable: segment start → offset synced to disk, from the manifest.
+    public init(configuration: Configuration, resuming size: Int64, progress: [(range: ByteRange, written: Int64)],
+                durable: [Int64: Int64]) {
+        self.init(configuration: configuration)
+        table = SegmentTable(size: size, progress: progress, policy: configuration.split)
+        durableOffsets = durable
+        mayRestartOnSizeMismatch = false
+        storage = .ready
+    }
+
+    // MARK: - Queries
+
+    /// Splits made so far.
+    public var splitCount: Int { table?.splitCount ?? 0 }
+    /// Connections of the download (slots, busy or not).
+    public var connectionCount: Int { slots.count }
+    /// Requests and retries per connection.
+    public var connectionFigures: [(requests: Int, retries: Int)] { slots.map { ($0.requests, $0.retries) } }
+    /// Bytes on disk (segmented mode).
+    public var writtenBytes: Int64 { table?.writtenBytes ?? 0 }
+    /// Transfers in flight.
+    public var transfersInFlight: Int { transfers.count }
+
+    // MARK: - Events
+
+    /// The probe answered: decide the mode and the plan.
+    public mutating func probed(_ answer: ProbeAnswer, now: Double) -> [Action] {
+        guard case .awaitingProbe(let observed) = phase else { return [] }
+        if let table, storage == .ready {
+            // Resumed: the driver has checked that the server still has the same file.
+            mode = .segmented(size: table.size)
+            let left = table.segments.reduce(Int64(0)) { $0 + $1.remaining }
+            let perConnection = configuration.minimumSegmentSize
+            let count = max(1, min(configuration.connections, Int((left + perConnection - 1) / perConnection)))
+            slots = Array(repeating: Slot(), count: count)
+            return begin(now: now)
+        }
+        let segmented: Int64?
+        if let observed {
+            // After a size mismatch: segmented only if the ranged answer agrees with the 206.
+            mayRestartOnSizeMismatch = false
+            segmented = answer.acceptsRanges && answer.size == observed && observed > 0 ? observed : nil
+        } else {
+            segmented = answer.acceptsRanges && (answer.size ?? 0) > 0 ? answer.size : nil
+        }
+        storage = .preparing
+        phase = .preparing
+        guard let size = segmented else {
+            mode = .stream(size: observed == nil ? answer.size : nil)
+            slots = [Slot()]
+            table = nil
+            return [.prepare(Preparation(mode: mode!, manifest: nil))]
+        }
+        let plan = Planner.plan(size: size, connections: configuration.connections,
+                                minimumSegmentSize: configuration.minimumSegmentSize)
+        table = SegmentTable(size: size, ranges: plan, policy: configuration.split)
+        durableOffsets = [:]
+        mode = .segmented(size: size)
+        slots = Array(repeating: Slot(), count: plan.count)
+        let first = Checkpoint(id: 0, durable: false,
+                               segments: plan.map { Checkpoint.Segment(start: $0.lowerBound, end: $0.upperBound, written: $0.lowerBound) })
+        return [.prepare(Preparation(mode: mode!, manifest: first))]
+    }
+
+    /// The partial file exists (and the first manifest is saved): start.
+    public mutating func prepared(now: Double) -> [Action] {
+        guard storage == .preparing else { return [] }
+        storage = .ready
+        if case .stopping = phase { return advance(now: now) }
+        guard phase == .preparing else { return [] }
+        return begin(now: now)
+    }
+
+    private mutating func begin(now: Double) -> [Action] {
+        phase = .running
+        if case .segmented = mode {
+            let quick = configuration.quickCheckpointInterval, durable = configuration.durableCheckpointInterval
+            nextQuick = quick > 0 ? now + quick : nil
+            nextDurable = durable > 0 ? now + durable : nil
+        }
+        return advance(now: now)
+    }
+
+    /// Time passed; answers a ``Action/wake(at:)``.
+    public mutating func tick(now: Double) -> [Action] {
+        scheduledWake = nil
+        return advance(now: now)
+    }
+
+    /// The caller wants the download stopped.
+    public mutating func cancel(now: Double) -> [Action] {
+        switch phase {
+        case .awaitingProbe:
+            phase = .done
+            return [.fail(.cancelled, finalCheckpointFailed: false)]
+        case .done, .stopping:
+            return []
+        case .preparing, .running, .restarting:
+            stop(.cancelled)
+            return advance(now: now)
+        }
+    }
+
+    /// A checkpoint was saved, or failed.
+    public mutating func checkpointEnded(_ id: Int, succeeded: Bool, now: Double) -> [Action] {
+        guard let inFlight = checkpointInFlight, inFlight.id == id else { return [] }
+        checkpointInFlight = nil
+        if id == finalCheckpointID, case .stopping(let failure) = phase {
+            phase = .done
+            return [.fail(failure, finalCheckpointFailed: !succeeded)]
+        }
+        if succeeded {
+            if inFlight.durable { durableOffsets = inFlight.offsets }
+        } else {
+            // The disk may have dropped written data: stop, and do not save over the manifest.
+            saveOnStop = false
+            stop(.checkpoint(id: id))
+        }
+        return advance(now: now)
+    }
+
+    // MARK: - The write path (called for every piece of body, under the driver's lock)
+
+    /// Reserves the next bytes of a transfer's range for writing.
+    ///
+    /// - Returns: how many of `count` bytes at `offset` to write. Fewer (maybe 0) means the range
+    ///   was split or taken over, or the transfer is being stopped: write that many, then stop.
+    public mutating func claim(_ id: TransferID, offset: Int64, count: Int64) -> Int64 {
+        guard let transfer = transfers[id], transfer.abortReason == nil else { return 0 }
+        guard let segment = transfer.segment else { return count }
+        return table!.claim(segment: segment, offset: offset, count: count)
+    }
+
+    /// Records that a transfer's claimed bytes are on disk, through `offset` (stream mode: the
+    /// bytes written so far, from 0).
+    public mutating func commit(_ id: TransferID, through offset: Int64, now: Double) {
+        guard transfers[id] != nil else { return }
+        if let segment = transfers[id]!.segment { table!.commit(segment: segment, through: offset, now: now) }
+        transfers[id]!.offset = offset
+        transfers[id]!.lastProgressAt = now
+    }
+
+    /// Gives back claimed bytes whose write failed.
+    public mutating func unclaim(_ id: TransferID) {
+        guard let segment = transfers[id]?.segment else { return }
+        table!.unclaim(segment: segment)
+    }
+
+    /// A transfer ended: judge how, and decide what follows.
+    public mutating func transferEnded(_ id: TransferID, _ end: TransferEnd, now: Double) -> [Action] {
+        guard let transfer = transfers.removeValue(forKey: id) else { return [] }
+        var wrote: Int64
+        var segmentComplete = false
+        if let segment = transfer.segment, let range = transfer.range {
+            table!.release(segment: segment)
+            let s = table!.segments[segment]
+            wrote = s.written - range.lowerBound
+            segmentComplete = s.isComplete
+        } else {
+            wrote = transfer.offset
+        }
+        let slot = transfer.connection
+        slots[slot].state = .idle
+        let elapsed = now - transfer.startedAt
+        if elapsed > 0.2 && wrote > 0 { slots[slot].lastRate = Double(wrote) / elapsed }
+        guard phase == .running else { return advance(now: now) }
+
+        var actions: [Action] = []
+        switch (transfer.abortReason, end) {
+        case (.takenOver?, _), (.stopping?, _):
+            break
+        case (.stalled?, _):
+            judge(failure: TransferFailure(isTransient: true), of: transfer, wrote: wrote, now: now, into: &actions)
+        case (nil, .aborted):
+            stop(.cancelled)  // stopped from outside: the caller is going away
+        case (nil, .completed):
+            if case .stream = mode {
+                streamComplete = true
+                slots[slot].failures = 0
+            } else if segmentComplete {
+                slots[slot].failures = 0
+            } else {
+                // The body ended before the range did: keep what arrived, fetch the rest.
+                judge(failure: TransferFailure(isTransient: true), of: transfer, wrote: wrote, now: now, into: &actions)
+            }
+        case (nil, .failed(let failure)):
+            judge(failure: failure, of: transfer, wrote: wrote, now: now, into: &actions)
+        }
+        return actions + advance(now: now)
+    }
+
+    // MARK: - Decisions
+
+    /// What a failed attempt leads to: a restart after a size change, one connection fewer for a
+    /// busy server, a retry after a backoff, or the end of the download.
+    private mutating func judge(failure: TransferFailure, of transfer: Transfer, wrote: Int64, now: Double,
+                                into actions: inout [Action]) {
+        let slot = transfer.connection
+        if let observed = failure.observedTotal, mayRestartOnSizeMismatch, let table, table.writtenBytes == 0 {
+            phase = .restarting(observedTotal: observed)
+            return
+        }
+        let live = slots.filter { $0.state != .retired }.count
+        if case .segmented = mode, let status = failure.httpStatus, RetryPolicy.statusesWithRetryAfter.contains(status),
+           !transfers.isEmpty, live > 1 {
+            slots[slot].state = .retired
+            actions.append(.notify(.connectionsReduced(remaining: live - 1, transfer: transfer.id)))
+            return
+        }
+        guard failure.isTransient else {
+            stop(.transfer(transfer.id, gaveUpAfter: nil))
+            return
+        }
+        if case .segmented = mode, wrote > 0 {
+            slots[slot].failures = 1
+        } else {
+            slots[slot].failures += 1
+        }
+        let attempt = slots[slot].failures
+        if attempt > configuration.retry.retries {
+            stop(.transfer(transfer.id, gaveUpAfter: configuration.retry.retries))
+            return
+        }
+        let honoured = failure.httpStatus.map { RetryPolicy.statusesWithRetryAfter.contains($0) } ?? false
+        let jitter = random.nextUnit()
+        let delay = configuration.retry.delay(attempt: attempt, retryAfter: honoured ? failure.retryAfter?.delay : nil,
+                                              jitter: jitter)
+        slots[slot].state = .waiting(until: now + delay)
+        slots[slot].retries += 1
+        actions.append(.notify(.retrying(connection: slot, transfer: transfer.id, attempt: attempt, delay: delay)))
+    }
+
+    private mutating func stop(_ failure: Failure) {
+        switch phase {
+        case .preparing, .running, .restarting: phase = .stopping(failure)
+        case .awaitingProbe, .stopping, .done: break
+        }
+    }
+
+    /// Brings everything up to date at `now` and says what to do.
+    private mutating func advance(now: Double) -> [Action] {
+        var actions: [Action] = []
+        switch phase {
+        case .running:
+            abortStalled(now: now, into: &actions)
+            for index in slots.indices {
+                if case .waiting(let until) = slots[index].state, until <= now { slots[index].state = .idle }
+            }
+            switch mode {
+            case .segmented?:
+                if table!.isComplete && transfers.isEmpty {
+                    if checkpointInFlight == nil {
+                        phase = .done
+                        return actions + [.finish]
+                    }
+                    return actions  // the checkpoint's end brings us back here
+                }
+                assignIdleConnections(now: now, into: &actions)
+                if transfers.isEmpty && !slots.contains(where: { if case .waiting = $0.state { true } else { false } }) {
+                    stop(.incomplete)
+                    return actions + advance(now: now)
+                }
+                checkpointIfDue(now: now, into: &actions)
+            case .stream(let size)?:
+                if streamComplete || size == 0 {
+                    phase = .done
+                    return actions + [.finish]
+                }
+                if transfers.isEmpty, slots[0].state == .idle {
+                    actions.append(.start(startTransfer(connection: 0, segment: nil, range: nil, isSplit: false, now: now)))
+                }
+            case nil:
+                break
+            }
+        case .restarting(let observed):
+            abortAll(into: &actions)
+            if transfers.isEmpty && checkpointInFlight == nil {
+                phase = .awaitingProbe(observedTotal: observed)
+                storage = .none
+                scheduledWake = nil
+                return actions + [.discardAndProbeAgain]
+            }
+        case .stopping(let failure):
+            abortAll(into: &actions)
+            guard transfers.isEmpty, checkpointInFlight == nil, storage != .preparing else { break }
+            if case .segmented = mode, storage == .ready, saveOnStop, finalCheckpointID == nil {
+                let checkpoint = makeCheckpoint(durable: true)
+                finalCheckpointID = checkpoint.id
+                actions.append(.checkpoint(checkpoint))
+            } else if finalCheckpointID == nil {
+                phase = .done
+                actions.append(.fail(failure, finalCheckpointFailed: false))
+            }
+        case .awaitingProbe, .preparing, .done:
+            break
+        }
+        scheduleWake(now: now, into: &actions)
+        return actions
+    }
+
+    private mutating func abortStalled(now: Double, into actions: inout [Action]) {
+        // In id order: a dictionary's order differs between processes, decisions must not.
+        let stalled = transfers.values.filter {
+            $0.abortReason == nil && now >= $0.lastProgressAt + configuration.stallTimeout  // as the wake is computed
+        }.map(\.id).sorted()
+        for id in stalled {
+            transfers[id]!.abortReason = .stalled
+            actions.append(.abort(id, .stalled))
+        }
+    }
+
+    private mutating func abortAll(into actions: inout [Action]) {
+        for (id, transfer) in transfers.sorted(by: { $0.key < $1.key }) where transfer.abortReason == nil {
+            transfers[id]!.abortReason = .stopping
+            actions.append(.abort(id, .stopping))
+        }
+    }
+
+    /// Gives every idle connection a range: an untaken one, or part of a range in flight, or a
+    /// stalled range whole (whose owner is then aborted).
+    private mutating func assignIdleConnections(now: Double, into actions: inout [Action]) {
+        for index in slots.indices where slots[index].state == .idle {
+            let id = nextTransferID
+            guard let assignment = table!.assign(transfer: id, now: now, rate: slots[index].lastRate) else { break }
+            if let stalled = assignment.stalledOwner, transfers[stalled]?.abortReason == nil, transfers[stalled] != nil {
+                transfers[stalled]!.abortReason = .takenOver
+                actions.append(.abort(stalled, .takenOver))
+            }
+            actions.append(.start(startTransfer(connection: index, segment: assignment.segment, range: assignment.range,
+                                                isSplit: assignment.isSplit, now: now)))
+        }
+    }
+
+    private mutating func startTransfer(connection: Int, segment: Int?, range: ByteRange?, isSplit: Bool,
+                                        now: Double) -> TransferStart {
+        let id = nextTransferID
+        nextTransferID += 1
+        transfers[id] = Transfer(id: id, connection: connection, segment: segment, range: range, startedAt: now,
+                                 lastProgressAt: now, offset: range?.lowerBound ?? 0, abortReason: nil)
+        slots[connection].state = .busy(id)
+        slots[connection].requests += 1
+        return TransferStart(id: id, connection: connection, source: 0, range: range, useIfRange: range != nil,
+                             isSplit: isSplit)
+    }
+
+    // MARK: - Checkpoints
+
+    private mutating func checkpointIfDue(now: Double, into actions: inout [Action]) {
+        guard checkpointInFlight == nil, storage == .ready else { return }
+        let quick = configuration.quickCheckpointInterval
+        if let due = nextDurable, now >= due {
+            nextDurable = now + configuration.durableCheckpointInterval
+            if nextQuick != nil { nextQuick = now + quick }
+            actions.append(.checkpoint(makeCheckpoint(durable: true)))
+        } else if let due = nextQuick, now >= due {
+            nextQuick = now + quick
+            actions.append(.checkpoint(makeCheckpoint(durable: false)))
+        }
+    }
+
+    /// A snapshot of the written offsets. A durable one claims them as on disk (the driver syncs
+    /// before saving); a quick one claims only what the last durable one did, the rest as cached.
+    private mutating func makeCheckpoint(durable: Bool) -> Checkpoint {
+        let id = nextCheckpointID
+        nextCheckpointID += 1
+        let snapshot = table!.progressSnapshot()
+        var offsets: [Int64: Int64] = [:]
+        let segments = snapshot.map { entry -> Checkpoint.Segment in
+            let start = entry.range.lowerBound
+            offsets[start] = entry.written
+            let onDisk = durable ? entry.written : min(durableOffsets[start] ?? start, entry.written)
+            return Checkpoint.Segment(start: start, end: entry.range.upperBound, written: onDisk,
+                                      cached: entry.written > onDisk ? entry.written : nil)
+        }
+        checkpointInFlight = CheckpointInFlight(id: id, durable: durable, offsets: offsets)
+        return Checkpoint(id: id, durable: durable, segments: segments)
+    }
+
+    // MARK: - Time
+
+    /// Asks for a tick at the next moment something is due: a retry, a stall deadline, an idle
+    /// connection's next look, a checkpoint.
+    private mutating func scheduleWake(now: Double, into actions: inout [Action]) {
+        var next: Double?
+        func consider(_ t: Double?) {
+            guard let t else { return }
+            next = min(next ?? t, t)
+        }
+        for slot in slots {
+            if case .waiting(let until) = slot.state { consider(until) }
+        }
+        for transfer in transfers.values where transfer.abortReason == nil {
+            consider(transfer.lastProgressAt + configuration.stallTimeout)
+        }
+        if phase == .running, case .segmented = mode {
+            if !transfers.isEmpty, slots.contains(where: { $0.state == .idle }) {
+                consider(now + configuration.idleRecheckInterval)
+            }
+            if checkpointInFlight == nil {
+                consider(nextQuick)
+                consider(nextDurable)
+            }
+        }
+        if next != scheduledWake {
+            scheduledWake = next
+            if let next { actions.append(.wake(at: next)) }
+        }
+    }
+}
