@@ -7,10 +7,10 @@ import Synchronization
 /// transport thread calls one at a time; the worker reads them only after the transfer has
 /// completed (its continuation was resumed after the last call).
 final class SegmentSink: TransferSink, @unchecked Sendable {
-    let table: SharedSegmentTable
+    let machine: SharedMachine
+    let transfer: DownloadMachine.TransferID
     let file: OutputFile
     let counters: WorkerCounters
-    let segment: Int
     let requested: ByteRange
     let total: Int64
     let url: String
@@ -19,14 +19,14 @@ final class SegmentSink: TransferSink, @unchecked Sendable {
     private(set) var offset: Int64
     private var validated = false
 
-    init(table: SharedSegmentTable, file: OutputFile, counters: WorkerCounters, segment: Int,
+    init(machine: SharedMachine, transfer: DownloadMachine.TransferID, file: OutputFile, counters: WorkerCounters,
          requested: ByteRange, total: Int64, url: String, etag: String?, lastModified: String?) {
         self.etag = etag
         self.lastModified = lastModified
-        self.table = table
+        self.machine = machine
+        self.transfer = transfer
         self.file = file
         self.counters = counters
-        self.segment = segment
         self.requested = requested
         self.total = total
         self.url = url
@@ -47,18 +47,19 @@ final class SegmentSink: TransferSink, @unchecked Sendable {
             return .fail(DownloadError(.protocolViolation,
                 "\(redactedURL(url)): body runs past the requested range ending at byte \(requested.upperBound - 1)", isTransient: true))
         }
-        let allowed = table.withLock { $0.claim(segment: segment, offset: offset, count: count) }
+        let (id, at) = (transfer, offset)
+        let allowed = machine.withLock { $0.claim(id, offset: at, count: count) }
         if allowed > 0 {
             do {
                 try file.write(UnsafeRawBufferPointer(rebasing: body[0..<Int(allowed)]), at: offset)
             } catch {
-                table.withLock { $0.unclaim(segment: segment) }
+                machine.withLock { $0.unclaim(id) }
                 return .fail(error)
             }
             offset += allowed
             let through = offset
-            let now = table.now()
-            table.withLock { $0.commit(segment: segment, through: through, now: now) }
+            let now = machine.now()
+            machine.withLock { $0.commit(id, through: through, now: now) }
             counters.bytes.wrappingAdd(allowed, ordering: .relaxed)
         }
         return allowed < count ? .stop : .proceed
@@ -73,6 +74,8 @@ final class SegmentSink: TransferSink, @unchecked Sendable {
 /// `@unchecked Sendable`: as for ``SegmentSink``, state changes only on the transport thread and
 /// is read after completion.
 final class StreamSink: TransferSink, @unchecked Sendable {
+    let machine: SharedMachine
+    let transfer: DownloadMachine.TransferID
     let file: OutputFile
     let counters: WorkerCounters
     let expectedSize: Int64?
@@ -81,7 +84,10 @@ final class StreamSink: TransferSink, @unchecked Sendable {
     private(set) var offset: Int64 = 0
     private var validated = false
 
-    init(file: OutputFile, counters: WorkerCounters, expectedSize: Int64?, url: String, maximumSize: Int64?) {
+    init(machine: SharedMachine, transfer: DownloadMachine.TransferID, file: OutputFile, counters: WorkerCounters,
+         expectedSize: Int64?, url: String, maximumSize: Int64?) {
+        self.machine = machine
+        self.transfer = transfer
         self.maximumSize = maximumSize
         self.file = file
         self.counters = counters
@@ -132,6 +138,8 @@ final class StreamSink: TransferSink, @unchecked Sendable {
         }
         offset += count
         counters.bytes.wrappingAdd(count, ordering: .relaxed)
+        let (id, through, now) = (transfer, offset, machine.now())
+        machine.withLock { $0.commit(id, through: through, now: now) }  // progress, for the stall deadline
         return .proceed
     }
 }

@@ -62,9 +62,15 @@ enum HTTPFields {
 
     /// Seconds to wait from a `Retry-After` value (delay-seconds or an HTTP date).
     static func retryAfter(_ value: String, now: Int64) -> Double? {
+        retryAfterValue(value, receivedAt: now)?.delay
+    }
+
+    /// Parses a `Retry-After` value (delay-seconds or an HTTP date) received at wall-clock second
+    /// `receivedAt`; `nil` when malformed.
+    static func retryAfterValue(_ value: String, receivedAt: Int64) -> RetryAfter? {
         let v = value.trimmingSpaces()
-        if let seconds = parseDecimal(v) { return Double(seconds) }
-        if let date = httpDate(v) { return Double(max(0, date - now)) }
+        if let seconds = parseDecimal(v) { return .seconds(seconds) }
+        if let date = httpDate(v) { return .date(date, receivedAt: receivedAt) }
         return nil
     }
 

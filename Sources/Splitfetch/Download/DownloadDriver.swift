@@ -1,0 +1,369 @@
+import SegmentPlanning
+
+/// Performs what a download's ``DownloadMachine`` decides, and tells it what happened.
+///
+/// The driver holds no policy. It turns actions into work (requests on the transport, file work
+/// on the download's ``IOThread``, a timer, events for the caller) and turns what comes back
+/// (transfer results, checkpoint results, timer ticks, cancellation) into the machine's events.
+/// It translates a libcurl or HTTP outcome into a ``DownloadMachine/TransferEnd``; whether that
+/// means retry, back off, give up or restart is the machine's call.
+///
+/// Thread safety: not `Sendable`; one task runs ``run(_:)`` from start to end. The tasks it starts
+/// capture only `Sendable` values and report through its ``EventQueue``.
+final class DownloadDriver {
+    enum Event: Sendable {
+        /// How a transfer ended, its error (for messages), and for a stream the bytes it wrote.
+        case transferEnded(DownloadMachine.TransferID, DownloadMachine.TransferEnd, DownloadError?, streamLength: Int64)
+        case tick
+        case checkpointEnded(Int, DownloadError?)
+        case cancel
+    }
+
+    private enum Step {
+        case more([DownloadMachine.Action])
+        case finished(DownloadStatistics)
+    }
+
+    private let engine: Engine
+    private let partial: PartialFile
+    private let io: IOThread
+    private let shared: SharedMachine
+    private let queue = EventQueue<Event>()
+    private let since: ContinuousClock.Instant
+    private var resource: RemoteResource
+    private var file: OutputFile?
+    private let resumedManifest: Manifest?
+    private var mode: DownloadMachine.Mode?
+
+    private var transfers: [DownloadMachine.TransferID: Task<Void, Never>] = [:]
+    private var connectionOf: [DownloadMachine.TransferID: Int] = [:]
+    private var errors: [DownloadMachine.TransferID: DownloadError] = [:]
+    private var checkpointErrors: [Int: DownloadError] = [:]
+    private var timer: (deadline: Double, task: Task<Void, Never>)?
+    private var counters: [WorkerCounters] = []
+    private var ticker: Task<Void, Never>?
+    private var resumedBytes: Int64 = 0
+    private var streamLength: Int64 = 0
+
+    init(engine: Engine, partial: PartialFile, io: IOThread, machine: DownloadMachine, resource: RemoteResource,
+         existing: PartialFile.Existing?, since: ContinuousClock.Instant) {
+        self.engine = engine
+        self.partial = partial
+        self.io = io
+        self.shared = SharedMachine(machine)
+        self.resource = resource
+        self.file = existing?.file
+        self.resumedManifest = existing?.manifest
+        self.since = since
+        resumedBytes = machine.writtenBytes
+    }
+
+    private var options: DownloadOptions { engine.options }
+    private var url: String { redactedURL(engine.url) }
+
+    /// Runs the download to its end.
+    ///
+    /// - Returns: the statistics of the finished download (also emitted).
+    /// - Throws: ``DownloadError`` after every transfer has ended and the file is closed.
+    func run() async throws -> DownloadStatistics {
+        defer {
+            timer?.task.cancel()
+            ticker?.cancel()
+            // Never expected: the machine ends only after every transfer did. Should an error
+            // escape early, no transfer may outlive the file it writes to.
+            for task in transfers.values { task.cancel() }
+        }
+        let queue = self.queue
+        let answer = DownloadMachine.ProbeAnswer(size: resource.size, acceptsRanges: resource.acceptsRanges)
+        let now = shared.now()
+        var pending = shared.withLock { $0.probed(answer, now: now) }
+        mode = shared.withLock { $0.mode }  // set here for a resumed download, which prepares nothing
+        return try await withTaskCancellationHandler {
+            while true {
+                var next: [DownloadMachine.Action] = []
+                for action in pending {
+                    switch try await perform(action) {
+                    case .more(let actions): next += actions
+                    case .finished(let statistics): return statistics
+                    }
+                }
+                pending = next.isEmpty ? handle(await queue.next()) : next
+            }
+        } onCancel: {
+            queue.post(.cancel)
+        }
+    }
+
+    // MARK: - Events
+
+    private func handle(_ event: Event) -> [DownloadMachine.Action] {
+        let now = shared.now()
+        switch event {
+        case .transferEnded(let id, let end, let error, let length):
+            transfers[id] = nil
+            if let error { errors[id] = error }
+            if let connection = connectionOf.removeValue(forKey: id) { counters[connection].set(.idle) }
+            if case .completed = end { streamLength = length }
+            return shared.withLock { $0.transferEnded(id, end, now: now) }
+        case .tick:
+            timer = nil
+            return shared.withLock { $0.tick(now: now) }
+        case .checkpointEnded(let id, let error):
+            if let error { checkpointErrors[id] = error }
+            return shared.withLock { $0.checkpointEnded(id, succeeded: error == nil, now: now) }
+        case .cancel:
+            return shared.withLock { $0.cancel(now: now) }
+        }
+    }
+
+    // MARK: - Actions
+
+    private func perform(_ action: DownloadMachine.Action) async throws -> Step {
+        switch action {
+        case .prepare(let preparation):
+            return .more(try await prepare(preparation))
+        case .start(let start):
+            begin(start)
+        case .abort(let id, let reason):
+            if reason == .stalled {
+                errors[id] = DownloadError(.network, "\(redactedURL(resource.finalURL)): no data for \(formatSeconds(options.stallTimeout)) s",
+                                           isTransient: true)
+            }
+            transfers[id]?.cancel()
+        case .notify(.retrying(let connection, let transfer, _, let delay)):
+            counters[connection].retries.wrappingAdd(1, ordering: .relaxed)
+            counters[connection].set(.waitingToRetry)
+            engine.emit(.retrying(connection: connection, error: error(of: transfer), delay: delay))
+        case .notify(.connectionsReduced(let remaining, let transfer)):
+            engine.emit(.connectionsReduced(to: remaining, reason: error(of: transfer).message))
+        case .checkpoint(let checkpoint):
+            save(checkpoint)
+        case .wake(let at):
+            wake(at: at)
+        case .discardAndProbeAgain:
+            return .more(try await probeAgain())
+        case .finish:
+            return .finished(try await finish())
+        case .fail(let failure, let finalCheckpointFailed):
+            ticker?.cancel()
+            file?.close()
+            if case .stream? = mode, file != nil { partial.removeOwnData() }
+            throw error(for: failure, finalCheckpointFailed: finalCheckpointFailed)
+        }
+        return .more([])
+    }
+
+    /// Creates the partial file (and the first manifest) on the I/O thread.
+    private func prepare(_ preparation: DownloadMachine.Preparation) async throws -> [DownloadMachine.Action] {
+        mode = preparation.mode
+        let size: Int64?
+        switch preparation.mode {
+        case .segmented(let s): size = s
+        case .stream(let s):
+            size = s
+            if s == nil {  // the server could not agree on a size: take what the stream brings
+                resource.size = nil
+                resource.acceptsRanges = false
+            }
+        }
+        let partial = self.partial
+        let template = manifestTemplate(size: size ?? 0)
+        let segments = preparation.manifest.map { $0.segments.map(Manifest.Segment.init) }
+        file = try await io.run { () throws(DownloadError) -> OutputFile in
+            let file = try partial.create(size: size)
+            guard let segments else { return file }
+            do throws(DownloadError) {
+                try CheckpointWriter(file: file, store: partial.store, template: template).save(segments, durable: false)
+            } catch {
+                file.close()
+                partial.removeOwnData()
+                throw error
+            }
+            return file
+        }
+        let now = shared.now()
+        return shared.withLock { $0.prepared(now: now) }
+    }
+
+    /// The first transfer emits `.started` and starts the progress ticker.
+    private func beginReporting() {
+        guard counters.isEmpty else { return }
+        let (count, size) = shared.withLock { ($0.connectionCount, $0.table?.size) }
+        counters = (0..<max(1, count)).map { WorkerCounters(id: $0) }
+        if case .stream? = mode {
+            engine.emit(.started(mode: .single, connections: 1, size: resource.size))
+        } else {
+            engine.emit(.started(mode: .segmented, connections: counters.count, size: size))
+        }
+        ticker = ProgressTicker(interval: options.progressInterval, emit: engine.emit)
+            .start(counters: counters, total: size ?? resource.size, base: resumedBytes)
+    }
+
+    private func begin(_ start: DownloadMachine.TransferStart) {
+        beginReporting()
+        let counter = counters[start.connection]
+        counter.set(.receiving)
+        counter.requests.wrappingAdd(1, ordering: .relaxed)
+        connectionOf[start.id] = start.connection
+        let (transport, queue, id, url, file) = (engine.transport, queue, start.id, resource.finalURL, file!)
+        if let range = start.range {
+            var request = engine.policy.request(url, range: range)
+            if start.useIfRange, let ifRange = HTTPFields.ifRangeValue(etag: resource.etag, lastModified: resource.lastModified) {
+                request.headers.append("If-Range: \(ifRange)")
+            }
+            let sink = SegmentSink(machine: shared, transfer: id, file: file, counters: counter, requested: range,
+                                   total: shared.withLock { $0.table?.size ?? 0 }, url: url,
+                                   etag: resource.etag, lastModified: resource.lastModified)
+            transfers[id] = Task {
+                let result = await transport.perform(request, sink: sink)
+                let (end, error) = TransferOutcome.segment(result, sink: sink)
+                queue.post(.transferEnded(id, end, error, streamLength: 0))
+            }
+        } else {
+            counter.bytes.store(0, ordering: .relaxed)
+            let request = engine.policy.request(url)
+            let sink = StreamSink(machine: shared, transfer: id, file: file, counters: counter, expectedSize: resource.size,
+                                  url: url, maximumSize: options.maximumSize)
+            transfers[id] = Task {
+                let result = await transport.perform(request, sink: sink)
+                let (end, error) = TransferOutcome.stream(result, sink: sink)
+                queue.post(.transferEnded(id, end, error, streamLength: sink.offset))
+            }
+        }
+    }
+
+    private func save(_ checkpoint: DownloadMachine.Checkpoint) {
+        let writer = CheckpointWriter(file: file!, store: partial.store, template: manifestTemplate(size: shared.withLock { $0.table?.size ?? 0 }))
+        let segments = checkpoint.segments.map(Manifest.Segment.init)
+        let (queue, id, durable) = (queue, checkpoint.id, checkpoint.durable)
+        io.submit {
+            do throws(DownloadError) {
+                try writer.save(segments, durable: durable)
+                queue.post(.checkpointEnded(id, nil))
+            } catch {
+                queue.post(.checkpointEnded(id, error))
+            }
+        }
+    }
+
+    /// One timer: a wake earlier than the one pending replaces it; a later one waits for it
+    /// (the machine asks again after every tick).
+    private func wake(at deadline: Double) {
+        if let timer, timer.deadline <= deadline { return }
+        timer?.task.cancel()
+        let (queue, instant) = (queue, shared.instant(at: deadline))
+        timer = (deadline, Task {
+            try? await Task.sleep(until: instant, clock: .continuous)
+            if !Task.isCancelled { queue.post(.tick) }
+        })
+    }
+
+    /// A `206` named another size: start over from a ranged probe.
+    private func probeAgain() async throws -> [DownloadMachine.Action] {
+        ticker?.cancel()
+        ticker = nil
+        counters = []
+        file?.close()
+        file = nil
+        let partial = self.partial
+        await io.run { partial.removeOwnData() }
+        let confirmed = try await Probe(transport: engine.transport, policy: engine.policy).run(rangeOnly: true)
+        engine.emit(.probed(confirmed))
+        resource = confirmed
+        let (answer, now) = (DownloadMachine.ProbeAnswer(size: confirmed.size, acceptsRanges: confirmed.acceptsRanges), shared.now())
+        return shared.withLock { $0.probed(answer, now: now) }
+    }
+
+    /// Syncs and renames the file into place on the I/O thread.
+    private func finish() async throws -> DownloadStatistics {
+        beginReporting()
+        ticker?.cancel()
+        for counter in counters { counter.set(.done) }
+        let (partial, file, length) = (self.partial, self.file!, streamLength)
+        let segmented: Bool
+        let unknownSize: Bool
+        switch mode {
+        case .segmented?: (segmented, unknownSize) = (true, false)
+        case .stream(let size)?: (segmented, unknownSize) = (false, size == nil)
+        case nil: (segmented, unknownSize) = (false, false)
+        }
+        do {
+            try await io.run { () throws(DownloadError) in
+                if unknownSize {
+                    do throws(DownloadError) { try file.truncate(to: length) } catch {
+                        file.close()
+                        throw error
+                    }
+                }
+                try partial.putInPlace(file, removingManifest: segmented)
+            }
+        } catch {
+            if !segmented { partial.removeOwnData() }
+            throw error
+        }
+        let size: Int64
+        switch mode {
+        case .segmented(let s)?: size = s
+        default: size = resource.size ?? length
+        }
+        let (splits, _) = shared.withLock { ($0.splitCount, 0) }
+        return engine.statistics(resource: resource, mode: segmented ? .segmented : .single, size: size, counters: counters,
+                                 splits: splits, resumed: resumedBytes, since: since)
+    }
+
+    // MARK: - Errors and manifests
+
+    private func error(of transfer: DownloadMachine.TransferID) -> DownloadError {
+        errors[transfer] ?? DownloadError(.protocolViolation, "\(redactedURL(resource.finalURL)): the response ended before its range did",
+                                          isTransient: true)
+    }
+
+    private func error(for failure: DownloadMachine.Failure, finalCheckpointFailed: Bool) -> DownloadError {
+        let segmented: Bool
+        if case .segmented? = mode { segmented = true } else { segmented = false }
+        let (written, size) = shared.withLock { ($0.writtenBytes, $0.table?.size ?? 0) }
+        let percent = formatPercent(size > 0 ? Double(written) * 100 / Double(size) : 100)
+        var error: DownloadError
+        switch failure {
+        case .cancelled:
+            if segmented && file != nil {
+                return DownloadError(.interrupted, "paused at \(percent)% — run the same command to resume (\(partial.partialPath))")
+            }
+            return DownloadError(.interrupted, "\(url): interrupted")
+        case .transfer(let id, let gaveUpAfter):
+            error = self.error(of: id)
+            if let retries = gaveUpAfter {
+                error = DownloadError(error.code, "\(error.message) (gave up after \(retries) retries)", httpStatus: error.httpStatus)
+            }
+        case .checkpoint(let id):
+            error = checkpointErrors[id] ?? DownloadError(.fileIO, "\(partial.manifestPath): checkpoint failed")
+        case .incomplete:
+            error = DownloadError(.protocolViolation, "\(url): transfers ended with bytes missing")
+        }
+        if finalCheckpointFailed, error.code != .fileIO, let saving = checkpointErrors.max(by: { $0.key < $1.key })?.value {
+            return saving
+        }
+        if segmented && error.code != .remoteChanged && error.code != .interrupted {
+            error.message += "; \(percent)% kept in \(partial.partialPath), run the same command to resume"
+        }
+        return error
+    }
+
+    private func manifestTemplate(size: Int64) -> Manifest {
+        Manifest(url: url, finalURL: redactedURL(resource.finalURL), size: size, etag: resource.etag,
+                 lastModified: resource.lastModified,
+                 minimumSegmentSize: resumedManifest?.minimumSegmentSize ?? options.minimumSegmentSize,
+                 bootID: currentBootID, segments: [])
+    }
+}
+
+extension Manifest.Segment {
+    init(_ segment: DownloadMachine.Checkpoint.Segment) {
+        self.init(start: segment.start, end: segment.end, written: segment.written, cached: segment.cached)
+    }
+}
+
+/// `20` or `1.5`, without Foundation.
+func formatSeconds(_ value: Double) -> String {
+    value == value.rounded() ? String(Int(value)) : String(value)
+}

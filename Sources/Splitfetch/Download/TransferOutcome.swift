@@ -1,0 +1,56 @@
+import SegmentPlanning
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Translates how a request ended (libcurl's result, the response head, what the sink saw) into
+/// the core's ``DownloadMachine/TransferEnd``, with the error that names it for people. Facts
+/// only: what to do about them is the machine's decision.
+enum TransferOutcome {
+    /// A ranged request into a segment.
+    static func segment(_ result: TransferResult, sink: SegmentSink) -> (DownloadMachine.TransferEnd, DownloadError?) {
+        if result.cancelled { return (.aborted, nil) }
+        let url = sink.url
+        if let error = result.sinkError { return failed(error, result) }
+        if result.stoppedBySink { return (.completed, nil) }
+        if result.curlCode != 0 { return failed(CurlErrors.error(for: result, url: url), result) }
+        guard let head = result.head else {
+            return failed(DownloadError(.protocolViolation, "\(redactedURL(url)): no response", isTransient: true), result)
+        }
+        if !sink.accepted, let error = HTTPFields.validateRangeResponse(head, requested: sink.requested, total: sink.total, url: url,
+                                                                        etag: sink.etag, lastModified: sink.lastModified) {
+            return failed(error, result)
+        }
+        if sink.offset < sink.requested.upperBound {
+            return failed(DownloadError(.protocolViolation,
+                "\(redactedURL(url)): body ended at byte \(sink.offset) of range \(sink.requested.lowerBound)-\(sink.requested.upperBound - 1)",
+                isTransient: true), result)
+        }
+        return (.completed, nil)
+    }
+
+    /// A whole-file request from byte 0.
+    static func stream(_ result: TransferResult, sink: StreamSink) -> (DownloadMachine.TransferEnd, DownloadError?) {
+        if result.cancelled { return (.aborted, nil) }
+        let url = sink.url
+        if let error = result.sinkError { return failed(error, result) }
+        if result.curlCode != 0 { return failed(CurlErrors.error(for: result, url: url), result) }
+        guard let head = result.head else {
+            return failed(DownloadError(.protocolViolation, "\(redactedURL(url)): no response", isTransient: true), result)
+        }
+        if let error = StreamSink.validate(head, expectedSize: sink.expectedSize, url: url) { return failed(error, result) }
+        if let size = sink.expectedSize, sink.offset != size {
+            return failed(DownloadError(.protocolViolation, "\(redactedURL(url)): body ended after \(sink.offset) of \(size) bytes",
+                                        isTransient: true), result)
+        }
+        return (.completed, nil)
+    }
+
+    private static func failed(_ error: DownloadError, _ result: TransferResult) -> (DownloadMachine.TransferEnd, DownloadError?) {
+        let retryAfter = result.head?.first("retry-after").flatMap { HTTPFields.retryAfterValue($0, receivedAt: Int64(time(nil))) }
+        let failure = DownloadMachine.TransferFailure(httpStatus: error.httpStatus ?? result.head?.status, isTransient: error.isTransient,
+                                                      retryAfter: retryAfter, observedTotal: error.observedTotal)
+        return (.failed(failure), error)
+    }
+}

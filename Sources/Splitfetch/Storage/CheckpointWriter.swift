@@ -1,0 +1,34 @@
+/// Saves manifest snapshots of one partial file: the storage half of a checkpoint. What goes in a
+/// snapshot, and when, is the download core's decision (`DownloadMachine.Checkpoint`).
+///
+/// A durable save syncs the data file first (`fdatasync`), then replaces the manifest with
+/// `fsync` of the file and its directory, so the manifest never claims a byte that is not on
+/// disk. A quick save starts the data's write-back and replaces the manifest without syncing.
+///
+/// Thread safety: a value; call it from one thread at a time (the download's ``IOThread``).
+struct CheckpointWriter: Sendable {
+    let file: OutputFile
+    let store: ManifestStore
+    /// Everything but the segments and the boot id.
+    let template: Manifest
+
+    /// The manifest for these segments, as of this boot.
+    func manifest(_ segments: [Manifest.Segment]) -> Manifest {
+        var manifest = template
+        manifest.bootID = currentBootID
+        manifest.segments = segments
+        return manifest
+    }
+
+    /// Saves one snapshot; blocking.
+    ///
+    /// - Throws: ``DownloadError`` with code `fileIO` when the sync or the save fails.
+    func save(_ segments: [Manifest.Segment], durable: Bool) throws(DownloadError) {
+        if durable {
+            try file.sync()
+        } else {
+            file.startWriteback()
+        }
+        try store.save(ManifestCodec.encode(manifest(segments)), durable: durable)
+    }
+}
