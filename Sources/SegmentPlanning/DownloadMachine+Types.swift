@@ -53,6 +53,11 @@ extension DownloadMachine {
         public var mode: Mode
         /// The first manifest, saved before any byte is written (segmented mode only).
         public var manifest: Checkpoint?
+
+        public init(mode: Mode, manifest: Checkpoint?) {
+            self.mode = mode
+            self.manifest = manifest
+        }
     }
 
     /// One request to start.
@@ -68,6 +73,15 @@ extension DownloadMachine {
         public var useIfRange: Bool
         /// The range was split off another transfer's segment, or taken from a stalled one.
         public var isSplit: Bool
+
+        public init(id: TransferID, connection: Int, source: Int, range: ByteRange?, useIfRange: Bool, isSplit: Bool) {
+            self.id = id
+            self.connection = connection
+            self.source = source
+            self.range = range
+            self.useIfRange = useIfRange
+            self.isSplit = isSplit
+        }
     }
 
     /// Why the machine stops a transfer.
@@ -103,6 +117,12 @@ extension DownloadMachine {
         /// Sync the data file before saving: the manifest then claims only bytes on disk.
         public var durable: Bool
         public var segments: [Segment]
+
+        public init(id: Int, durable: Bool, segments: [Segment]) {
+            self.id = id
+            self.durable = durable
+            self.segments = segments
+        }
     }
 
     /// Something worth telling the user; no reply is expected.

@@ -416,14 +416,17 @@ public struct DownloadMachine: Sendable {
     }
 
     /// Gives every idle connection a range: an untaken one, or part of a range in flight, or a
-    /// stalled range whole (whose owner is then aborted).
+    /// stalled or hopelessly slow owner's remainder whole (that owner is then aborted). The
+    /// fastest idle connection asks first; one that is refused does not stop a faster one.
     private mutating func assignIdleConnections(now: Double, into actions: inout [Action]) {
-        for index in slots.indices where slots[index].state == .idle {
+        let idle = slots.indices.filter { slots[$0].state == .idle }
+            .sorted { (slots[$0].lastRate ?? -1, -$0) > (slots[$1].lastRate ?? -1, -$1) }
+        for index in idle {
             let id = nextTransferID
-            guard let assignment = table!.assign(transfer: id, now: now, rate: slots[index].lastRate) else { break }
-            if let stalled = assignment.stalledOwner, transfers[stalled]?.abortReason == nil, transfers[stalled] != nil {
-                transfers[stalled]!.abortReason = .takenOver
-                actions.append(.abort(stalled, .takenOver))
+            guard let assignment = table!.assign(transfer: id, now: now, rate: slots[index].lastRate) else { continue }
+            if let displaced = assignment.displacedOwner, transfers[displaced] != nil, transfers[displaced]!.abortReason == nil {
+                transfers[displaced]!.abortReason = .takenOver
+                actions.append(.abort(displaced, .takenOver))
             }
             actions.append(.start(startTransfer(connection: index, segment: assignment.segment, range: assignment.range,
                                                 isSplit: assignment.isSplit, now: now)))

@@ -75,8 +75,9 @@ public struct SegmentTable: Sendable {
         public var range: ByteRange
         /// Whether this assignment came from splitting another transfer's segment.
         public var isSplit: Bool
-        /// The transfer whose stalled segment was taken whole; it has nothing left to do.
-        public var stalledOwner: Int? = nil
+        /// The transfer whose segment was taken whole (it stalled, or showed no speed at all); it
+        /// has nothing left to fetch and should be stopped rather than left holding a connection.
+        public var displacedOwner: Int? = nil
     }
 
     /// The file size.
@@ -183,12 +184,24 @@ public struct SegmentTable: Sendable {
     }
 
     private mutating func split(for transfer: Int, now: Double, idleRate rateOfIdle: Double?) -> Assignment? {
-        let active = segments.filter {
-            $0.owner != nil && ($0.end - $0.claimed >= 2 * policy.minimumPiece || isStalled($0, now: now))
-        }
-        guard !active.isEmpty else { return nil }
-        let rates = active.compactMap { rate(of: $0, now: now) }.filter { $0 > 0 }
+        let owned = segments.filter { $0.owner != nil && $0.claimed < $0.end }
+        let rates = owned.compactMap { rate(of: $0, now: now) }.filter { $0 > 0 }
         let typicalRate = rates.isEmpty ? nil : rates.sorted()[rates.count / 2]
+        let idleRate = rateOfIdle.flatMap { $0 > 0 ? $0 : nil } ?? typicalRate
+
+        /// A remainder too small to halve, whose owner is so slow that the idle connection would
+        /// finish all of it sooner, request included: the end-game case where one slow connection
+        /// would otherwise hold up the whole download for its last bytes.
+        func worthTakingWhole(_ segment: Segment) -> Bool {
+            guard let ro = rate(of: segment, now: now), ro > 0, let ri = idleRate else { return false }
+            let left = Double(segment.end - segment.claimed)
+            return left / ro > left / ri + policy.requestOverhead
+        }
+        func splittable(_ segment: Segment) -> Bool {
+            segment.end - segment.claimed >= 2 * policy.minimumPiece || isStalled(segment, now: now)
+        }
+        let active = owned.filter { splittable($0) || worthTakingWhole($0) }
+        guard !active.isEmpty else { return nil }
 
         // The segment expected to finish last; by bytes left when rates are not known yet.
         func expectedSeconds(_ segment: Segment) -> Double {
@@ -202,10 +215,11 @@ public struct SegmentTable: Sendable {
         let claimed = victim.claimed
         let left = victim.end - claimed
         let ownerRate = rate(of: victim, now: now)
-        let idleRate = rateOfIdle.flatMap { $0 > 0 ? $0 : nil } ?? typicalRate
 
         var point: Int64
-        if let ro = ownerRate, let ri = idleRate {
+        if !splittable(victim) {
+            point = claimed  // taken whole (worthTakingWhole)
+        } else if let ro = ownerRate, let ri = idleRate {
             // Both finish together: (m - c) / ro == (end - m) / ri.
             let ownerShare = ro <= 0 ? 0 : ro / (ro + ri)
             point = claimed + Int64(Double(left) * ownerShare)
@@ -217,9 +231,8 @@ public struct SegmentTable: Sendable {
             guard left >= 2 * max(policy.minimumPiece, policy.minimumBlindPiece) || isStalled(victim, now: now) else { return nil }
             point = claimed + left / 2
         }
-        let stalled = isStalled(victim, now: now)
-        if stalled {
-            point = claimed  // take everything the stalled owner has not claimed
+        if isStalled(victim, now: now) || !splittable(victim) {
+            point = claimed  // take everything the owner has not claimed
         } else {
             // Align up, keep the new piece at least the minimum.
             let align = policy.alignment
@@ -241,7 +254,7 @@ public struct SegmentTable: Sendable {
                                 written: newRange.lowerBound, claimed: newRange.lowerBound, owner: nil))
         take(id, owner: transfer, now: now)
         splitCount += 1
-        return Assignment(segment: id, range: newRange, isSplit: true, stalledOwner: stalled ? victim.owner : nil)
+        return Assignment(segment: id, range: newRange, isSplit: true, displacedOwner: point == claimed ? victim.owner : nil)
     }
 
     // MARK: - The write path

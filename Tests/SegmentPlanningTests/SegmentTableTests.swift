@@ -50,7 +50,7 @@ struct SegmentTableTests {
         #expect(split.range.lowerBound == 1000 + 941)
     }
 
-    @Test func stalledOwnerLosesItsWholeRemainder() {
+    @Test func displacedOwnerLosesItsWholeRemainder() {
         let policy = SegmentTable.SplitPolicy(minimumPiece: 100, alignment: 1, requestOverhead: 0, rateWarmup: 0.5, stallAfter: 1)
         var table = SegmentTable(size: 150, ranges: [ByteRange(0, 150)], policy: policy)
         _ = table.assign(transfer: 0, now: 0)
