@@ -298,9 +298,16 @@ def main():
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
     ap.add_argument("--results", default=os.path.join(ROOT, "Benchmarks", "results", "latest"))
+    ap.add_argument("--baseline", help="another splitfetch binary (an earlier build), run as the tool "
+                    "'splitfetch-baseline' interleaved with the others, for before/after in one run")
     args = ap.parse_args()
 
     tools_all = tool_commands(os.path.abspath(args.splitfetch))
+    if args.baseline:
+        base = os.path.abspath(args.baseline)
+        tools_all["splitfetch-baseline"] = (lambda url, out, n, size: [base] + tools_all["splitfetch"][0](url, out, n, size)[1:], True)
+        if "splitfetch-baseline" not in args.tools.split(","):
+            args.tools = args.tools.replace("splitfetch", "splitfetch,splitfetch-baseline", 1)
     tools = [t for t in args.tools.split(",") if t in tools_all and t != "splitfetch-no-checkpoints"]
     # splitfetch-no-sync is only run when asked for by name.
     missing = [t for t in tools if not t.startswith("splitfetch") and shutil.which(tools_all[t][0]("u", "/x/o", 1, 1)[0]) is None]
@@ -387,6 +394,9 @@ def main():
             with open(listfile, "w") as f:
                 f.write("\n".join(urls) + "\n")
             commands = many_commands(os.path.abspath(args.splitfetch))
+            if args.baseline:
+                base = os.path.abspath(args.baseline)
+                commands["splitfetch-baseline"] = lambda lst, d, j, urls: [base] + commands["splitfetch"](lst, d, j, urls)[1:]
             selected = [t for t in tools if t in commands]
             j = 8
             results = {t: [] for t in selected}

@@ -498,9 +498,10 @@ public struct DownloadMachine: Sendable {
             if !transfers.isEmpty, slots.contains(where: { $0.state == .idle }) {
                 consider(now + configuration.idleRecheckInterval)
             }
-            if checkpointInFlight == nil {
-                consider(nextQuick)
-                consider(nextDurable)
+            // Even while one is saving, if it is still ahead: the driver then keeps one timer
+            // instead of replacing it. One already due waits for the save to end, not for a tick.
+            for due in [nextQuick, nextDurable] {
+                if let due, checkpointInFlight == nil || due > now { consider(due) }
             }
         }
         if next != scheduledWake {
