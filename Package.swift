@@ -22,13 +22,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
-        // libcurl's headers (libcurl4-openssl-dev); the library itself is loaded with dlopen.
-        .target(name: "CCurl"),
+        // libcurl, linked; typed wrappers for its variadic calls.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .target(name: "SegmentPlanning", swiftSettings: strict),
         // Test support: drives the pure core on a virtual clock with simulated servers.
         .target(name: "DownloadSimulation", dependencies: ["SegmentPlanning"], swiftSettings: strict),
         .target(name: "CShims"),
-        .target(name: "CommandLineParsing", swiftSettings: strict),
         .target(
             name: "Splitfetch",
             dependencies: [
@@ -41,7 +40,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "splitfetch",
-            dependencies: ["Splitfetch", "CommandLineParsing"],
+            dependencies: ["Splitfetch", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
         .target(
@@ -69,7 +68,6 @@ let package = Package(
         ),
         .testTarget(name: "SegmentPlanningTests", dependencies: ["SegmentPlanning", "DownloadSimulation"],
                     swiftSettings: strict),
-        .testTarget(name: "CommandLineParsingTests", dependencies: ["CommandLineParsing"], swiftSettings: strict),
         .testTarget(
             name: "SplitfetchTests",
             dependencies: ["Splitfetch", "TestHTTPServer", "SegmentPlanning"],

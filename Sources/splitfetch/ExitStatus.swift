@@ -1,4 +1,3 @@
-import CommandLineParsing
 import Splitfetch
 
 /// The command's exit statuses. Documented in the README and in `--help`.
@@ -43,16 +42,19 @@ enum ExitStatus: Int32, CaseIterable {
         case .protocolViolation: "range or protocol error: wrong Content-Range, ignored range, bad length"
         case .fileIO: "file I/O error: create, preallocate, write, sync or rename failed"
         case .outputExists: "the output (or its partial file) exists; --force replaces it"
-        case .resumeConflict: "cannot resume: partial file without manifest, manifest for another URL, or another process on it"
+        case .resumeConflict: "cannot resume: no manifest, another URL's manifest, or another process on it"
         case .badManifest: "the manifest is damaged or of an unknown version (--restart discards it)"
-        case .remoteChanged: "the file changed on the server since the download began (--restart starts over)"
+        case .remoteChanged: "the file changed on the server since the download began (see --restart)"
         case .sizeLimit: "the file is larger than --max-size"
         case .interrupted: "interrupted by SIGINT or SIGTERM; run the same command to resume"
         }
     }
 
-    /// The table for `--help`, wrapped to 80 columns.
+    /// The table for `--help` and the manual: one status a line.
     static var table: String {
-        allCases.flatMap { helpEntry("  \($0.rawValue)", $0.meaning, column: 7) }.joined(separator: "\n")
+        allCases.map { status in
+            let number = String(status.rawValue)
+            return "  " + number + String(repeating: " ", count: max(1, 5 - number.count)) + status.meaning
+        }.joined(separator: "\n")
     }
 }

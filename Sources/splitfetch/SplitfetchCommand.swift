@@ -8,226 +8,278 @@ import Synchronization
 import Glibc
 #endif
 
-@main
-struct SplitfetchCommand {
-    static let overview = "Download one file over several HTTP(S) connections at once."
-    static let discussion = """
-        Probes the file, splits it into byte ranges, fetches them in parallel into NAME.part, \
-        and renames it to NAME when every byte is on disk. Idle connections take over half of \
-        the slowest remaining range, so the end of a download is not left to one connection.
-        """
+import ArgumentParser
+import Dispatch
+import FoundationEssentials
+import Splitfetch
+import Synchronization
 
-    /// The defaults, shown in the help from the properties themselves so the two cannot drift.
-    private static let defaults = SplitfetchCommand()
+#if canImport(Glibc)
+import Glibc
+#endif
 
-    static let syntax = CommandLineSyntax([
-        OptionSpec("input-file", short: "i", value: "file", help: "Read URLs from FILE, one per line ('-' for standard input)."),
-        OptionSpec("jobs", short: "j", value: "n", help: "Files downloaded at the same time when there are several URLs.", default: "\(defaults.jobs)"),
-        OptionSpec("connections", short: "n", value: "n", help: "Parallel connections (1-\(DownloadOptions.maximumConnections)).", default: "\(defaults.connections)"),
-        OptionSpec("output", short: "o", value: "name", help: "Output file name (default: the last path component of the URL)."),
-        OptionSpec("directory", short: "d", value: "dir", help: "Directory for the output; a relative --output is taken inside it."),
-        OptionSpec("min-segment-size", value: "size", help: "Smallest initial range per connection, e.g. 1M, 512K.",
-                   default: defaults.minSegmentSize % (1 << 20) == 0 ? "\(defaults.minSegmentSize >> 20)M" : "\(defaults.minSegmentSize)"),
-        OptionSpec("header", short: "H", value: "header", help: "Extra request header 'Name: value' (repeatable).", repeatable: true),
-        OptionSpec("user-agent", value: "text", help: "User-Agent header.", default: defaults.userAgent),
-        OptionSpec("retries", value: "n", help: "Retries per failed request.", default: "\(defaults.retries)"),
-        OptionSpec("connect-timeout", value: "seconds", help: "Seconds to wait for a connection.", default: shown(defaults.connectTimeout)),
-        OptionSpec("stall-timeout", value: "seconds", help: "Seconds without data before a connection is replaced.", default: shown(defaults.stallTimeout)),
-        OptionSpec("probe-timeout", value: "seconds", help: "Seconds to wait for the HEAD probe before probing with a ranged GET.", default: shown(defaults.probeTimeout)),
-        OptionSpec("quiet", short: "q", help: "Print nothing but errors."),
-        OptionSpec("stats-json", value: "file", help: "Write final statistics as JSON to this file."),
-        OptionSpec("force", short: "f", help: "Replace an existing output file."),
-        OptionSpec("no-sync", help: "Skip the fdatasync before the final rename (faster, not power-cut safe)."),
-        OptionSpec("restart", help: "Discard a partial file and manifest from an earlier run and start over."),
-        OptionSpec("checkpoint-interval", value: "seconds",
-                   help: "Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.",
-                   default: shown(defaults.checkpointInterval)),
-        OptionSpec("user", short: "u", value: "user:password", help: "USER:PASSWORD for HTTP authentication; sent only to the URL's own origin."),
-        OptionSpec("insecure", short: "k", help: "Do not verify TLS certificates or host names (unsafe)."),
-        OptionSpec("cacert", value: "file", help: "PEM file of CA certificates to verify the server with."),
-        OptionSpec("allow-https-downgrade", help: "Follow redirects from https to http."),
-        OptionSpec("content-disposition", help: "Name the file from the server's Content-Disposition (reduced to a safe base name)."),
-        OptionSpec("max-size", value: "size", help: "Refuse files larger than this, e.g. 4G."),
-        OptionSpec("version", help: "Show the version."),
-        OptionSpec("help", short: "h", help: "Show this help."),
-    ])
+/// The library's defaults, the one place the command's defaults come from.
+private let defaults = DownloadOptions()
 
-    /// `15` for 15.0, `0.5` for 0.5.
-    private static func shown(_ seconds: Double) -> String {
-        seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
-    }
-
-    static var help: String {
-        """
-        OVERVIEW: \(overview)
-
-        \(wrap(discussion, width: 80).joined(separator: "\n"))
-
-        USAGE: splitfetch [<options>] <url>...
-               splitfetch [<options>] --input-file <file> [<url>...]
-
-        OPTIONS:
-        \(syntax.optionsHelp())
-
-        EXIT STATUS:
-        \(ExitStatus.table)
-        """
-    }
-
-    /// The http or https URL(s) to download.
+/// Which files, and how many at once.
+struct InputOptions: ParsableArguments {
+    @Argument(help: "The http or https URL(s) to download.")
     var urls: [String] = []
+
+    @Option(name: [.customShort("i"), .long], help: ArgumentHelp("Read URLs from FILE, one per line ('-' for standard input).",
+                                                                  valueName: "file"))
     var inputFile: String?
+
+    @Option(name: [.customShort("j", allowingJoined: true), .long],
+            help: ArgumentHelp("Files downloaded at the same time when there are several URLs.", valueName: "n"))
     var jobs = 1
-    var connections = 8
+}
+
+/// Where the file goes and what is kept.
+struct OutputOptions: ParsableArguments {
+    @Option(name: [.customShort("o", allowingJoined: true), .long],
+            help: ArgumentHelp("Output file name (default: the last path component of the URL).", valueName: "name"))
     var output: String?
+
+    @Option(name: [.customShort("d", allowingJoined: true), .long],
+            help: ArgumentHelp("Directory for the output; a relative --output is taken inside it.", valueName: "dir"))
     var directory: String?
-    var minSegmentSize: Int64 = 1 << 20
-    var header: [String] = []
-    var userAgent = "splitfetch/\(splitfetchVersion)"
-    var retries = 5
-    var connectTimeout: Double = 15
-    var stallTimeout: Double = 20
-    var probeTimeout: Double = 15
-    var quiet = false
-    var statsJson: String?
+
+    @Flag(name: [.customShort("f"), .long], help: "Replace an existing output file.")
     var force = false
+
+    @Flag(name: .customLong("no-sync"), help: "Skip the fdatasync before the final rename (faster, not power-cut safe).")
     var noSync = false
+
+    @Flag(help: "Discard a partial file and manifest from an earlier run and start over.")
     var restart = false
-    var checkpointInterval: Double = 5
-    var user: String?
-    var insecure = false
-    var cacert: String?
-    var allowHttpsDowngrade = false
+
+    @Option(help: ArgumentHelp("Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.",
+                               valueName: "seconds"))
+    var checkpointInterval: Double = defaults.checkpointInterval
+
+    @Flag(help: "Name the file from the server's Content-Disposition (reduced to a safe base name).")
     var contentDisposition = false
-    var maxSize: Int64?
 
-    /// What a command line asks for besides a download.
-    enum Request {
-        case download(SplitfetchCommand)
-        case help
-        case version
+    @Option(help: ArgumentHelp("Refuse files larger than this, e.g. 4G.", valueName: "size"))
+    var maxSize: ByteSize?
+
+    @Option(help: ArgumentHelp("Write final statistics as JSON to this file.", valueName: "file"))
+    var statsJson: String?
+
+    @Flag(name: [.customShort("q"), .long], help: "Print nothing but errors.")
+    var quiet = false
+}
+
+/// How the file is fetched.
+struct TransferOptions: ParsableArguments {
+    @Option(name: [.customShort("n", allowingJoined: true), .long],
+            help: ArgumentHelp("Parallel connections (1-\(DownloadOptions.maximumConnections)).", valueName: "n"))
+    var connections = defaults.connections
+
+    @Option(help: ArgumentHelp("Smallest initial range per connection, e.g. 1M, 512K.", valueName: "size"))
+    var minSegmentSize = ByteSize(defaults.minimumSegmentSize)
+
+    @Option(name: [.customShort("H", allowingJoined: true), .customLong("header")],
+            help: ArgumentHelp("Extra request header 'Name: value' (repeatable).", valueName: "header"))
+    var headers: [String] = []
+
+    @Option(help: ArgumentHelp("User-Agent header.", valueName: "text"))
+    var userAgent = defaults.userAgent
+
+    @Option(help: ArgumentHelp("Retries per failed request.", valueName: "n"))
+    var retries = defaults.retries
+
+    @Option(help: ArgumentHelp("Seconds to wait for a connection.", valueName: "seconds"))
+    var connectTimeout = defaults.connectTimeout
+
+    @Option(help: ArgumentHelp("Seconds without data before a connection is replaced.", valueName: "seconds"))
+    var stallTimeout = defaults.stallTimeout
+
+    @Option(help: ArgumentHelp("Seconds to wait for the HEAD probe before probing with a ranged GET.", valueName: "seconds"))
+    var probeTimeout = defaults.probeTimeout
+}
+
+/// Credentials and TLS.
+struct SecurityOptions: ParsableArguments {
+    @Option(name: [.customShort("u", allowingJoined: true), .long],
+            help: ArgumentHelp("USER:PASSWORD for HTTP authentication; sent only to the URL's own origin.",
+                               valueName: "user:password"))
+    var user: String?
+
+    @Flag(name: [.customShort("k"), .long], help: "Do not verify TLS certificates or host names (unsafe).")
+    var insecure = false
+
+    @Option(help: ArgumentHelp("PEM file of CA certificates to verify the server with.", valueName: "file"))
+    var cacert: String?
+
+    @Flag(name: .customLong("allow-https-downgrade"), help: "Follow redirects from https to http.")
+    var allowHTTPSDowngrade = false
+}
+
+/// A byte count on the command line: `1048576`, `512K`, `1M`, `4G`.
+struct ByteSize: ExpressibleByArgument, Sendable {
+    var bytes: Int64
+
+    init(_ bytes: Int64) { self.bytes = bytes }
+
+    init?(argument: String) {
+        guard let bytes = ByteCount.parse(argument) else { return nil }
+        self.bytes = bytes
     }
 
-    /// Reads a command line (without the program name); option values are checked, and the
-    /// combination by ``validate()``.
-    static func parse(_ arguments: [String]) throws(CommandLineError) -> Request {
-        let given = try syntax.parse(arguments)
-        if given.has("help") { return .help }
-        if given.has("version") { return .version }
-        var command = SplitfetchCommand()
-        command.urls = given.operands
-        command.inputFile = given.value("input-file")
-        command.jobs = try given.number("jobs") ?? command.jobs
-        command.connections = try given.number("connections") ?? command.connections
-        command.output = given.value("output")
-        command.directory = given.value("directory")
-        command.minSegmentSize = try given.size("min-segment-size") ?? command.minSegmentSize
-        command.header = given.values("header")
-        command.userAgent = given.value("user-agent") ?? command.userAgent
-        command.retries = try given.number("retries") ?? command.retries
-        command.connectTimeout = try given.seconds("connect-timeout") ?? command.connectTimeout
-        command.stallTimeout = try given.seconds("stall-timeout") ?? command.stallTimeout
-        command.probeTimeout = try given.seconds("probe-timeout") ?? command.probeTimeout
-        command.quiet = given.has("quiet")
-        command.statsJson = given.value("stats-json")
-        command.force = given.has("force")
-        command.noSync = given.has("no-sync")
-        command.restart = given.has("restart")
-        command.checkpointInterval = try given.seconds("checkpoint-interval") ?? command.checkpointInterval
-        command.user = given.value("user")
-        command.insecure = given.has("insecure")
-        command.cacert = given.value("cacert")
-        command.allowHttpsDowngrade = given.has("allow-https-downgrade")
-        command.contentDisposition = given.has("content-disposition")
-        command.maxSize = try given.size("max-size")
-        try command.validate()
-        return .download(command)
+    var defaultValueDescription: String {
+        bytes > 0 && bytes % (1 << 20) == 0 ? "\(bytes >> 20)M" : bytes > 0 && bytes % (1 << 10) == 0 ? "\(bytes >> 10)K" : "\(bytes)"
     }
+}
 
+@main
+struct SplitfetchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "splitfetch",
+        abstract: "Download one file over several HTTP(S) connections at once.",
+        usage: """
+            splitfetch [<options>] <url>...
+            splitfetch [<options>] --input-file <file> [<url>...]
+            """,
+        discussion: """
+            Probes the file, splits it into byte ranges, fetches them in parallel into NAME.part, \
+            and renames it to NAME when every byte is on disk. Idle connections take over half of \
+            the slowest remaining range, so the end of a download is not left to one connection.
+
+            EXIT STATUS:
+            \(ExitStatus.table)
+            """,
+        version: splitfetchVersion)
+
+    @OptionGroup(title: "Input") var input: InputOptions
+    @OptionGroup(title: "Output") var output: OutputOptions
+    @OptionGroup(title: "Transfer") var transfer: TransferOptions
+    @OptionGroup(title: "Security") var security: SecurityOptions
+
+    var urls: [String] { input.urls }
     /// The single URL of a one-file run.
     var url: String { urls.first ?? "" }
 
-    func validate() throws(CommandLineError) {
-        guard !urls.isEmpty || inputFile != nil else { throw CommandLineError("missing URL (give one or more, or --input-file)") }
-        guard (1...64).contains(jobs) else { throw CommandLineError("--jobs must be between 1 and 64") }
-        if output != nil && (urls.count > 1 || inputFile != nil) {
-            throw CommandLineError("--output names one file; with several URLs use --directory")
+    mutating func validate() throws {
+        guard !urls.isEmpty || input.inputFile != nil else {
+            throw ValidationError("missing URL (give one or more, or --input-file)")
         }
-        guard (1...DownloadOptions.maximumConnections).contains(connections) else {
-            throw CommandLineError("--connections must be between 1 and \(DownloadOptions.maximumConnections)")
+        guard (1...64).contains(input.jobs) else { throw ValidationError("--jobs must be between 1 and 64") }
+        if output.output != nil && (urls.count > 1 || input.inputFile != nil) {
+            throw ValidationError("--output names one file; with several URLs use --directory")
         }
-        guard minSegmentSize > 0 else { throw CommandLineError("--min-segment-size must be positive") }
-        guard retries >= 0 else { throw CommandLineError("--retries must not be negative") }
-        guard connectTimeout > 0, stallTimeout > 0, probeTimeout > 0 else { throw CommandLineError("timeouts must be positive") }
-        guard checkpointInterval >= 0 else { throw CommandLineError("--checkpoint-interval must not be negative") }
-        if let output, output.isEmpty { throw CommandLineError("--output must not be empty") }
-        if let user, !user.contains(":") { throw CommandLineError("--user must be USER:PASSWORD") }
+        guard (1...DownloadOptions.maximumConnections).contains(transfer.connections) else {
+            throw ValidationError("--connections must be between 1 and \(DownloadOptions.maximumConnections)")
+        }
+        guard transfer.minSegmentSize.bytes > 0 else { throw ValidationError("--min-segment-size must be positive") }
+        guard transfer.retries >= 0 else { throw ValidationError("--retries must not be negative") }
+        for value in [transfer.connectTimeout, transfer.stallTimeout, transfer.probeTimeout] {
+            guard value > 0, value.isFinite else { throw ValidationError("timeouts must be positive") }
+        }
+        guard output.checkpointInterval >= 0, output.checkpointInterval.isFinite else {
+            throw ValidationError("--checkpoint-interval must not be negative")
+        }
+        if let name = output.output, name.isEmpty { throw ValidationError("--output must not be empty") }
+        if let user = security.user, !user.contains(":") { throw ValidationError("--user must be USER:PASSWORD") }
+        do { try makeOptions().validate() } catch { throw ValidationError(error.message) }
     }
 
     /// The destination path from `-o`, `-d` and the URL.
-    func destination() throws -> String {
-        let name = output ?? defaultFileName(forURL: url)
-        guard let directory, !name.hasPrefix("/") else { return name }
+    func destination() -> String {
+        let name = output.output ?? defaultFileName(forURL: url)
+        guard let directory = output.directory, !name.hasPrefix("/") else { return name }
         return directory.hasSuffix("/") ? directory + name : directory + "/" + name
     }
 
     func makeOptions() -> DownloadOptions {
         var options = DownloadOptions()
-        options.connections = connections
-        options.minimumSegmentSize = minSegmentSize
-        options.headers = header
-        options.userAgent = userAgent
-        options.retries = retries
-        options.connectTimeout = connectTimeout
-        options.stallTimeout = stallTimeout
-        options.probeTimeout = probeTimeout
-        options.allowOverwrite = force
-        options.syncBeforeRename = !noSync
-        options.restart = restart
-        options.checkpointInterval = checkpointInterval
-        if checkpointInterval == 0 { options.quickCheckpointInterval = 0 }
-        if let user, let colon = user.firstIndex(of: ":") {
+        options.connections = transfer.connections
+        options.minimumSegmentSize = transfer.minSegmentSize.bytes
+        options.headers = transfer.headers
+        options.userAgent = transfer.userAgent
+        options.retries = transfer.retries
+        options.connectTimeout = transfer.connectTimeout
+        options.stallTimeout = transfer.stallTimeout
+        options.probeTimeout = transfer.probeTimeout
+        options.allowOverwrite = output.force
+        options.syncBeforeRename = !output.noSync
+        options.restart = output.restart
+        options.checkpointInterval = output.checkpointInterval
+        if output.checkpointInterval == 0 { options.quickCheckpointInterval = 0 }
+        if let user = security.user, let colon = user.firstIndex(of: ":") {
             options.credentials = Credentials(user: String(user[..<colon]), password: String(user[user.index(after: colon)...]))
         }
-        options.insecure = insecure
-        options.caCertificatePath = cacert
-        options.allowHTTPSDowngrade = allowHttpsDowngrade
-        options.useContentDisposition = contentDisposition && output == nil
-        options.maximumSize = maxSize
+        options.insecure = security.insecure
+        options.caCertificatePath = security.cacert
+        options.allowHTTPSDowngrade = security.allowHTTPSDowngrade
+        options.useContentDisposition = output.contentDisposition && output.output == nil
+        options.maximumSize = output.maxSize?.bytes
         return options
     }
 
+    /// Parses the command line, with the exit statuses in the table: 0 for `--help` and
+    /// `--version`, 2 for any usage error (swift-argument-parser's own is 64).
     static func main() async {
         // A file size limit (ulimit -f) must be an error message, not a SIGXFSZ crash.
         signal(SIGXFSZ, SIG_IGN)
-        prepareTransportInBackground()
-        let command: SplitfetchCommand
+        var parsed: any ParsableCommand
         do {
-            switch try parse(Array(CommandLine.arguments.dropFirst())) {
-            case .download(let parsed): command = parsed
-            case .help:
-                print(help)
-                exitNow(0)
-            case .version:
-                print(splitfetchVersion)
-                exitNow(0)
-            }
+            parsed = try parseAsRoot(splittingClusters(Array(CommandLine.arguments.dropFirst())))
         } catch {
-            writeRaw("splitfetch: \(error.message)\nTry 'splitfetch --help' for more information.\n")
-            exitNow(ExitStatus.usage.rawValue)
+            if exitCode(for: error) == .success {
+                exit(withError: error)  // prints the version or completion script; status 0
+            }
+            writeRaw("splitfetch: \(message(for: error))\nTry 'splitfetch --help' for more information.\n")
+            Glibc.exit(ExitStatus.usage.rawValue)
+        }
+        guard let command = parsed as? SplitfetchCommand else {
+            // --help and -h parse to swift-argument-parser's own help command, which prints.
+            do { try parsed.run() } catch { exit(withError: error) }
+            Glibc.exit(0)
         }
         let status = await command.execute()
-        exitNow(status.rawValue)
+        fflush(nil)
+        Glibc.exit(status.rawValue)
+    }
+
+    /// Short flags, and short options that take a value, for ``splittingClusters(_:)``.
+    static let shortFlags: Set<Character> = ["f", "q", "k", "h"]
+    static let shortOptionsWithValue: Set<Character> = ["i", "j", "o", "d", "n", "H", "u"]
+
+    /// getopt lets a cluster of short flags end in an option with its value attached (`-qfn4`
+    /// for `-q -f -n 4`); swift-argument-parser takes clusters of flags, and `-n4`, but not the
+    /// two together. This splits such a cluster into the flags and the option with its value;
+    /// anything else, and everything after `--`, is left as it is.
+    static func splittingClusters(_ arguments: [String]) -> [String] {
+        var result: [String] = []
+        for (index, argument) in arguments.enumerated() {
+            if argument == "--" { return result + arguments[index...] }
+            let characters = Array(argument.dropFirst())
+            guard argument.hasPrefix("-"), !argument.hasPrefix("--"), characters.count > 2,
+                  let valueAt = characters.firstIndex(where: { shortOptionsWithValue.contains($0) }), valueAt > 0,
+                  characters[..<valueAt].allSatisfy({ shortFlags.contains($0) }) else {
+                result.append(argument)
+                continue
+            }
+            result += characters[..<valueAt].map { "-\($0)" }
+            result.append("-" + String(characters[valueAt...]))
+        }
+        return result
+    }
+
+    func run() async throws {
+        let status = await execute()
+        if status != .success { throw ExitCode(status.rawValue) }
     }
 
     func execute() async -> ExitStatus {
-        if urls.count > 1 || inputFile != nil { return await executeMany() }
-        let path: String
-        do { path = try destination() } catch { return fail(.usage, "\(error)") }
+        if urls.count > 1 || input.inputFile != nil { return await executeMany() }
+        let path = destination()
         let options = makeOptions()
         do { try options.validate() } catch { return fail(.usage, error.message) }
 
-        if insecure {
+        if security.insecure {
             writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified; "
                 + "anyone on the network path can read or change this download\n")
         }
@@ -236,7 +288,7 @@ struct SplitfetchCommand {
         let signals = SignalForwarder(onSignal: { work.cancel() })
         defer { signals.stop() }
 
-        let quiet = self.quiet
+        let quiet = output.quiet
         // Quiet, there is nothing to draw, so no task reads the events (the stream keeps only the
         // newest ones).
         let renderer = quiet ? nil : Task {
@@ -253,7 +305,7 @@ struct SplitfetchCommand {
                     + "\(ByteCount.format(statistics.averageBytesPerSecond))/s, \(statistics.connectionCount) connection"
                     + "\(statistics.connectionCount == 1 ? "" : "s"), \(statistics.requests) requests, \(statistics.retries) retries\n")
             }
-            if let statsJson {
+            if let statsJson = output.statsJson {
                 do { try writeStatistics(statistics, to: statsJson) } catch {
                     return fail(.fileIO, "cannot write statistics to \(statsJson): \(error)")
                 }
@@ -273,7 +325,7 @@ struct SplitfetchCommand {
     /// Several URLs: up to `--jobs` at a time over one shared session, so connections are reused.
     func executeMany() async -> ExitStatus {
         var collected = urls
-        if let inputFile {
+        if let inputFile = input.inputFile {
             guard let text = readText(inputFile) else { return fail(.usage, "cannot read \(inputFile)") }
             collected += text.split(whereSeparator: \.isNewline).map { String($0).trimmingCharacters() }
                 .filter { !$0.isEmpty && !$0.hasPrefix("#") }
@@ -282,13 +334,12 @@ struct SplitfetchCommand {
         guard !list.isEmpty else { return fail(.usage, "no URLs to download") }
         let options = makeOptions()
         do { try options.validate() } catch { return fail(.usage, error.message) }
-        if insecure { writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified\n") }
+        if security.insecure { writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified\n") }
+        let jobs = input.jobs
         let session = Session(maximumConnections: max(8, jobs * options.connections))
-        defer { session.shutdown() }
-        let directory = self.directory
-        let quiet = self.quiet
+        let directory = output.directory
+        let quiet = output.quiet
         let started = ContinuousClock.now
-        let jobs = self.jobs
         let work = Task { () -> [(String, Result<DownloadStatistics, DownloadError>)] in
             await withTaskGroup(of: (Int, String, Result<DownloadStatistics, DownloadError>).self) { group in
                 var results = [(String, Result<DownloadStatistics, DownloadError>)?](repeating: nil, count: list.count)
@@ -327,6 +378,7 @@ struct SplitfetchCommand {
         let signals = SignalForwarder(onSignal: { work.cancel() })
         defer { signals.stop() }
         let results = await work.value
+        await session.shutdown()
         let seconds = (ContinuousClock.now - started).seconds
         let done = results.compactMap { try? $0.1.get() }
         let total = done.reduce(Int64(0)) { $0 + $1.size }
@@ -334,7 +386,7 @@ struct SplitfetchCommand {
             writeRaw("\(done.count) of \(list.count) files, \(ByteCount.format(Double(total))) in \(ByteCount.fixed(seconds, 2)) s, "
                 + "\(ByteCount.format(seconds > 0 ? Double(total) / seconds : 0))/s\n")
         }
-        if let statsJson {
+        if let statsJson = output.statsJson {
             let batch = BatchStatistics(files: done, fileCount: list.count, failed: list.count - done.count, size: total,
                                         seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(total) / seconds : 0)
             do { try writeJSON(batch, to: statsJson) } catch {
@@ -383,7 +435,8 @@ final class SignalForwarder {
                 }
                 if n > 1 {
                     writeRaw("\nsplitfetch: second signal; exiting now (the last checkpoint is kept)\n")
-                    exitNow(ExitStatus.interrupted.rawValue)
+                    fflush(nil)
+                    _exit(ExitStatus.interrupted.rawValue)  // now, from the signal queue: no clean-up can wait
                 }
                 onSignal()
             }
@@ -427,37 +480,5 @@ extension Duration {
     var seconds: Double {
         let c = components
         return Double(c.seconds) + Double(c.attoseconds) / 1e18
-    }
-}
-
-/// Ends the process with `status` after flushing standard output and error. `atexit` handlers do
-/// not run: libcurl's TLS set-up may still be running on its background thread (see
-/// ``prepareTransportInBackground()``), and tearing the TLS library down under it could crash
-/// a process that is only printing `--help`.
-func exitNow(_ status: Int32) -> Never {
-    fflush(nil)
-    _exit(status)
-}
-
-extension ParsedCommandLine {
-    /// The whole-number value of `long`, if given.
-    func number(_ long: String) throws(CommandLineError) -> Int? {
-        guard let text = value(long) else { return nil }
-        guard let n = Int(text) else { throw CommandLineError("invalid value '\(text)' for --\(long): not a whole number") }
-        return n
-    }
-
-    /// The number of seconds in `long`, if given.
-    func seconds(_ long: String) throws(CommandLineError) -> Double? {
-        guard let text = value(long) else { return nil }
-        guard let n = Double(text), n.isFinite else { throw CommandLineError("invalid value '\(text)' for --\(long): not a number of seconds") }
-        return n
-    }
-
-    /// The byte count in `long` (`512K`, `1M`, `4G`), if given.
-    func size(_ long: String) throws(CommandLineError) -> Int64? {
-        guard let text = value(long) else { return nil }
-        guard let n = ByteCount.parse(text) else { throw CommandLineError("invalid size '\(text)' for --\(long) (e.g. 512K, 1M, 4G)") }
-        return n
     }
 }

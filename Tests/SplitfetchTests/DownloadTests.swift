@@ -203,7 +203,6 @@ struct SessionTests {
         try await withServer { server in
             try await withTemporaryDirectory { dir in
                 let session = Session()
-                defer { session.shutdown() }
                 for i in 0..<12 {
                     let size = Int64(100_000 + i)
                     let stats = try await Download(server.url(size: size, name: "f\(i)"), to: dir + "/f\(i)",
@@ -214,6 +213,26 @@ struct SessionTests {
                 let s = server.statistics
                 #expect(s.requests >= 24)       // a probe and a range per file
                 #expect(s.connections <= 2)     // over one kept-alive connection
+                await session.shutdown()
+            }
+        }
+    }
+
+    @Test func shutdownJoinsTheTransportAndLaterDownloadsAreRefused() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let session = Session()
+                _ = try await Download(server.url(size: 1000), to: dir + "/a", options: testOptions(connections: 1),
+                                       session: session).run()
+                await session.shutdown()
+                await session.shutdown()  // a second call returns at once
+                let requestsBefore = server.statistics.requests
+                await #expect(throws: DownloadError.self) {
+                    try await Download(server.url(size: 1000), to: dir + "/b", options: testOptions(connections: 1),
+                                       session: session).run()
+                }
+                #expect(server.statistics.requests == requestsBefore)
+                #expect(!fileExists(dir + "/b") && !fileExists(dir + "/b.part"))
             }
         }
     }

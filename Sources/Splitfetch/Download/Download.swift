@@ -63,18 +63,21 @@ public final class Download: Sendable {
             throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
         }
         let transport = session?.transport ?? CurlTransport(maximumConnections: options.connections)
-        defer { if session == nil { transport.shutdown() } }
         let engine = Engine(url: url, destination: destination, options: options, transport: transport,
                             policy: RequestPolicy(url: url, options: options),
                             emit: { [continuation] in continuation.yield($0) })
+        let result: Result<DownloadStatistics, DownloadError>
         do {
-            return try await engine.run()
+            result = .success(try await engine.run())
         } catch let error as DownloadError {
-            throw error
+            result = .failure(error)
         } catch is CancellationError {
-            throw DownloadError(.interrupted, "\(redactedURL(url)): interrupted")
+            result = .failure(DownloadError(.interrupted, "\(redactedURL(url)): interrupted"))
         } catch {
-            throw DownloadError(.fileIO, "\(redactedURL(url)): \(error)")
+            result = .failure(DownloadError(.fileIO, "\(redactedURL(url)): \(error)"))
         }
+        // A transport of its own ends with the download, before `run()` returns.
+        if session == nil { await transport.shutdown() }
+        return try result.get()
     }
 }

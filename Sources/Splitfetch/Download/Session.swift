@@ -3,8 +3,8 @@
 ///
 /// ```swift
 /// let session = Session()
-/// defer { session.shutdown() }
 /// for url in urls { try await Download(url, to: path(for: url), session: session).run() }
+/// await session.shutdown()
 /// ```
 ///
 /// Thread safety: `Sendable`; downloads on one session may run concurrently.
@@ -16,12 +16,14 @@ public final class Session: Sendable {
         transport = CurlTransport(maximumConnections: maximumConnections)
     }
 
-    /// Ends the transport thread; downloads still running end as interrupted.
-    public func shutdown() {
-        transport.shutdown()
+    /// Ends the transport thread and waits for it; downloads still running end as interrupted.
+    /// When this returns, no thread of the session is inside libcurl, so the process may exit.
+    public func shutdown() async {
+        await transport.shutdown()
     }
 
     deinit {
-        transport.shutdown()
+        // Cannot wait here; a session dropped without `shutdown()` ends its thread soon after.
+        transport.requestShutdown()
     }
 }

@@ -17,7 +17,8 @@ import Glibc
 /// host. HTTP/1.1 is used with pipelining and multiplexing off, so each transfer in flight has its
 /// own TCP connection.
 ///
-/// Thread safety: `perform` may be called from any task; `shutdown` ends the thread.
+/// Thread safety: `perform` may be called from any task; `shutdown` ends the thread and returns
+/// once it has stopped every transfer and left libcurl.
 final class CurlTransport: Sendable {
     private enum Message {
         case add(Transfer)
@@ -31,9 +32,13 @@ final class CurlTransport: Sendable {
         /// that thread uses the handle, except for `curl_multi_wakeup`; it is cleaned up in
         /// `deinit`, after the thread ended. An address because the pointer type is not Sendable.
         var multiAddress: UInt = 0
-        /// Why libcurl cannot be used (it failed to load or initialise); every transfer then
+        /// Why libcurl cannot be used (too old, or it failed to initialise); every transfer then
         /// fails with this message.
         var unusable: String?
+        /// The transport thread has returned from its loop: no libcurl call runs any more.
+        var loopEnded = false
+        /// Tasks waiting in ``shutdown()`` for the loop to end.
+        var endWaiters: [CheckedContinuation<Void, Never>] = []
 
         var multi: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(bitPattern: multiAddress) }
     }
@@ -41,8 +46,8 @@ final class CurlTransport: Sendable {
     private let inbox = Mutex(Inbox())
     private let nextID = Atomic<UInt64>(1)
 
-    /// Starts the transport thread. libcurl's set-up (loading the library, the first time in the
-    /// process) happens on that thread, never on the caller's.
+    /// Starts the transport thread. libcurl's set-up (the first time in the process) happens on
+    /// that thread, never on the caller's.
     /// - Parameter maximumConnections: connections kept open for reuse.
     init(maximumConnections: Int) {
         let loop = TransportLoop(transport: self, maximumConnections: maximumConnections)
@@ -51,7 +56,7 @@ final class CurlTransport: Sendable {
 
     deinit {
         // The transport thread holds a reference until it returns, so it has ended.
-        if let multi = inbox.withLock({ $0.multi }) { sf_curl_multi_cleanup(multi) }
+        if let multi = inbox.withLock({ $0.multi }) { curl_multi_cleanup(multi) }
     }
 
     /// Performs one transfer; returns when it ends (never throws: the result says how it ended).
@@ -71,14 +76,42 @@ final class CurlTransport: Sendable {
         }
     }
 
-    /// Ends the transport thread; transfers still running end as cancelled.
-    func shutdown() {
+    /// Ends the transport thread and waits for it: transfers still running end as cancelled, and
+    /// when this returns no thread of the transport is inside libcurl.
+    func shutdown() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let (ended, multi) = inbox.withLock { box -> (Bool, UnsafeMutableRawPointer?) in
+                box.shuttingDown = true
+                if box.loopEnded { return (true, nil) }
+                box.endWaiters.append(continuation)
+                return (false, box.multi)
+            }
+            if ended {
+                continuation.resume()
+            } else if let multi {
+                // Without a multi handle yet, the thread sees `shuttingDown` right after making it.
+                curl_multi_wakeup(multi)
+            }
+        }
+    }
+
+    /// Asks the transport thread to end without waiting (for `deinit`s, which cannot wait).
+    func requestShutdown() {
         let multi = inbox.withLock { box in
             box.shuttingDown = true
-            return box.multi
+            return box.loopEnded ? nil : box.multi
         }
-        // Without a multi handle yet, the thread sees `shuttingDown` right after making it.
-        if let multi { sf_curl_multi_wakeup(multi) }
+        if let multi { curl_multi_wakeup(multi) }
+    }
+
+    /// Called by the transport thread as its last act: wakes every ``shutdown()``.
+    private func loopDidEnd() {
+        let waiters = inbox.withLock { box in
+            box.loopEnded = true
+            defer { box.endWaiters = [] }
+            return box.endWaiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     private enum Acceptance {
@@ -97,7 +130,7 @@ final class CurlTransport: Sendable {
         switch acceptance {
         case .queued(let multi):
             // Without a multi handle yet, the thread takes the messages right after making it.
-            if let multi { sf_curl_multi_wakeup(multi) }
+            if let multi { curl_multi_wakeup(multi) }
         case .shuttingDown:
             if case .add(let transfer) = message { transfer.finish(cancelled: true) }
         case .unusable(let failure):
@@ -134,10 +167,19 @@ final class CurlTransport: Sendable {
             var failure = CurlGlobal.failure
             var multi: UnsafeMutableRawPointer?
             if failure == nil {
-                multi = sf_curl_multi_init()
-                if let multi {
-                    _ = sf_multi_setopt_long(multi, CURLMOPT_PIPELINING, 0)
-                    _ = sf_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, maximumConnections + 4))
+                multi = curl_multi_init()
+                if let handle = multi {
+                    for (option, value, name) in [(CURLMOPT_PIPELINING, 0, "CURLMOPT_PIPELINING"),
+                                                  (CURLMOPT_MAXCONNECTS, max(4, maximumConnections + 4), "CURLMOPT_MAXCONNECTS")] {
+                        let code = sf_multi_setopt_long(handle, option, value)
+                        if code != CURLM_OK && failure == nil {
+                            failure = "curl_multi_setopt(\(name)) failed: \(String(cString: curl_multi_strerror(code)))"
+                        }
+                    }
+                    if failure != nil {
+                        curl_multi_cleanup(handle)
+                        multi = nil
+                    }
                 } else {
                     failure = "curl_multi_init failed"
                 }
@@ -156,6 +198,7 @@ final class CurlTransport: Sendable {
         }
 
         func run() {
+            defer { transport.loopDidEnd() }
             guard let multi = makeMultiHandle() else { return }
             while true {
                 let (messages, shuttingDown) = transport.takeMessages()
@@ -167,18 +210,18 @@ final class CurlTransport: Sendable {
                 }
                 if shuttingDown {
                     for transfer in active.values { cancel(transfer, multi: multi) }
-                    for easy in pool { sf_curl_easy_cleanup(easy) }
+                    for easy in pool { curl_easy_cleanup(easy) }
                     pool.removeAll()
                     return
                 }
                 var running: Int32 = 0
-                _ = sf_curl_multi_perform(multi, &running)
+                _ = curl_multi_perform(multi, &running)
                 var left: Int32 = 0
-                while let info = sf_curl_multi_info_read(multi, &left) {
+                while let info = curl_multi_info_read(multi, &left) {
                     guard info.pointee.msg == CURLMSG_DONE, let easy = info.pointee.easy_handle else { continue }
                     complete(easy: easy, code: info.pointee.data.result, multi: multi)
                 }
-                _ = sf_curl_multi_poll(multi, nil, 0, 1000, nil)
+                _ = curl_multi_poll(multi, nil, 0, 1000, nil)
             }
         }
 
@@ -187,20 +230,26 @@ final class CurlTransport: Sendable {
                 transfer.finish(cancelled: true)
                 return
             }
-            let easy = pool.popLast() ?? sf_curl_easy_init()
+            let easy = pool.popLast() ?? curl_easy_init()
             guard let easy else {
                 transfer.result.curlCode = Int32(CURLE_OUT_OF_MEMORY.rawValue)
                 transfer.result.curlMessage = "curl_easy_init failed"
                 transfer.finish(cancelled: false)
                 return
             }
-            transfer.configure(easy)
-            let code = sf_curl_multi_add_handle(multi, easy)
+            if let refused = transfer.configure(easy) {
+                transfer.release(easy)
+                curl_easy_reset(easy)
+                pool.append(easy)
+                transfer.fail(setupFailure: refused)
+                return
+            }
+            let code = curl_multi_add_handle(multi, easy)
             if code != CURLM_OK {
                 transfer.release(easy)
-                sf_curl_easy_reset(easy)
+                curl_easy_reset(easy)
                 pool.append(easy)
-                transfer.fail(setupFailure: String(cString: sf_curl_multi_strerror(code)))
+                transfer.fail(setupFailure: String(cString: curl_multi_strerror(code)))
                 return
             }
             active[transfer.id] = transfer
@@ -208,10 +257,10 @@ final class CurlTransport: Sendable {
 
         private func cancel(_ transfer: Transfer, multi: UnsafeMutableRawPointer) {
             guard let current = active.removeValue(forKey: transfer.id), let easy = current.easy else { return }
-            sf_curl_multi_remove_handle(multi, easy)
+            curl_multi_remove_handle(multi, easy)
             current.release(easy)
             // A handle removed mid-transfer may hold a half-used connection; do not reuse it.
-            sf_curl_easy_cleanup(easy)
+            curl_easy_cleanup(easy)
             current.finish(cancelled: true)
         }
 
@@ -222,34 +271,34 @@ final class CurlTransport: Sendable {
             let transfer = Unmanaged<Transfer>.fromOpaque(raw).takeUnretainedValue()
             guard active.removeValue(forKey: transfer.id) != nil else { return }
             transfer.collect(easy: easy, code: code)
-            sf_curl_multi_remove_handle(multi, easy)
+            curl_multi_remove_handle(multi, easy)
             transfer.release(easy)
-            sf_curl_easy_reset(easy)
+            curl_easy_reset(easy)
             pool.append(easy)
             transfer.finish(cancelled: false)
         }
     }
 }
 
-/// Process-wide libcurl set-up, done once before the first handle: load the library (see
-/// CCurl's header for why it is loaded at run time), then `curl_global_init`.
+/// Process-wide libcurl set-up, done once before the first handle: check the version, then
+/// `curl_global_init`.
 enum CurlGlobal {
+    /// The oldest libcurl with every option used (`CURLOPT_PROTOCOLS_STR` came in 7.85.0).
+    static let minimumVersion: UInt32 = 0x07_55_00
+    static let minimumVersionText = "7.85.0"
+
     /// Every libcurl use goes through this first; `static let` runs the initialiser exactly once
     /// and makes other threads wait for it, which is what `curl_global_init` requires. Nil when
     /// libcurl is ready, otherwise what went wrong.
     static let failure: String? = {
-        if let error = sf_curl_load() { return String(cString: error) }
-        let code = sf_curl_global_init(Int(CURL_GLOBAL_SSL | CURL_GLOBAL_WIN32))
-        return code == CURLE_OK ? nil : "curl_global_init failed: \(String(cString: sf_curl_easy_strerror(code)))"
+        guard let info = sf_curl_version_info() else { return "libcurl gave no version information" }
+        if info.pointee.version_num < minimumVersion {
+            let version = info.pointee.version.map { String(cString: $0) } ?? "unknown"
+            return "libcurl \(version) is too old; Splitfetch needs \(minimumVersionText) or later"
+        }
+        let code = curl_global_init(Int(CURL_GLOBAL_SSL | CURL_GLOBAL_WIN32))
+        return code == CURLE_OK ? nil : "curl_global_init failed: \(String(cString: curl_easy_strerror(code)))"
     }()
-}
-
-/// Starts libcurl's process-wide set-up on a background thread: loading the library and its ~30
-/// dependencies (3.5-4.5 ms here) and initialising the TLS library (about half a millisecond), so
-/// a command-line tool overlaps it with its own start-up. Optional: the first download does it
-/// when this was not called.
-public func prepareTransportInBackground() {
-    startThread(name: "sf-curl-init") { _ = CurlGlobal.failure }
 }
 
 /// Starts a detached POSIX thread named `name` (first 15 bytes) running `body`.

@@ -39,70 +39,79 @@ final class Transfer: @unchecked Sendable {
 
     deinit {
         errorBuffer.deallocate()
-        if let headerList { sf_curl_slist_free_all(headerList) }
+        if let headerList { curl_slist_free_all(headerList) }
     }
 
     /// Sets every option this request needs on a fresh (or reset) easy handle.
-    func configure(_ easy: UnsafeMutableRawPointer) {
+    ///
+    /// - Returns: `nil`, or what libcurl refused (the first option whose `curl_easy_setopt` failed).
+    func configure(_ easy: UnsafeMutableRawPointer) -> String? {
         self.easy = easy
         let r = request
-        _ = sf_easy_setopt_string(easy, CURLOPT_URL, r.url)
-        _ = sf_easy_setopt_pointer(easy, CURLOPT_PRIVATE, Unmanaged.passUnretained(self).toOpaque())
-        _ = sf_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
-        _ = sf_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        _ = sf_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        _ = sf_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        var refused: String?
+        func set(_ code: CURLcode, _ option: String) {
+            if code != CURLE_OK && refused == nil {
+                refused = "curl_easy_setopt(\(option)) failed: \(String(cString: curl_easy_strerror(code)))"
+            }
+        }
+        set(sf_easy_setopt_string(easy, CURLOPT_URL, r.url), "CURLOPT_URL")
+        set(sf_easy_setopt_pointer(easy, CURLOPT_PRIVATE, Unmanaged.passUnretained(self).toOpaque()), "CURLOPT_PRIVATE")
+        set(sf_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
+        set(sf_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
+        set(sf_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"), "CURLOPT_PROTOCOLS_STR")
+        set(sf_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"), "CURLOPT_REDIR_PROTOCOLS_STR")
         // Redirects are followed by the caller, one hop at a time, so that every hop is checked
         // (protocol, downgrade, loops) and credentials go only to their own origin.
-        _ = sf_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
+        set(sf_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0), "CURLOPT_FOLLOWLOCATION")
         if r.insecure {
-            _ = sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
-            _ = sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0)
+            set(sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0), "CURLOPT_SSL_VERIFYPEER")
+            set(sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0), "CURLOPT_SSL_VERIFYHOST")
         } else {
-            _ = sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1)
-            _ = sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2)
+            set(sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1), "CURLOPT_SSL_VERIFYPEER")
+            set(sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2), "CURLOPT_SSL_VERIFYHOST")
         }
-        if let ca = r.caCertificatePath { _ = sf_easy_setopt_string(easy, CURLOPT_CAINFO, ca) }
+        if let ca = r.caCertificatePath { set(sf_easy_setopt_string(easy, CURLOPT_CAINFO, ca), "CURLOPT_CAINFO") }
         if let c = r.credentials {
-            _ = sf_easy_setopt_string(easy, CURLOPT_USERNAME, c.user)
-            _ = sf_easy_setopt_string(easy, CURLOPT_PASSWORD, c.password)
+            set(sf_easy_setopt_string(easy, CURLOPT_USERNAME, c.user), "CURLOPT_USERNAME")
+            set(sf_easy_setopt_string(easy, CURLOPT_PASSWORD, c.password), "CURLOPT_PASSWORD")
         }
-        _ = sf_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
-        _ = sf_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, Self.receiveBufferSize)
-        _ = sf_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
-        _ = sf_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
-        _ = sf_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(r.connectTimeout * 1000))
-        _ = sf_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
-        _ = sf_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, Int(r.stallTimeout.rounded(.up))))
+        set(sf_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)), "CURLOPT_HTTP_VERSION")
+        set(sf_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, Self.receiveBufferSize), "CURLOPT_BUFFERSIZE")
+        set(sf_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1), "CURLOPT_TCP_NODELAY")
+        set(sf_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1), "CURLOPT_TCP_KEEPALIVE")
+        set(sf_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(r.connectTimeout * 1000)), "CURLOPT_CONNECTTIMEOUT_MS")
+        set(sf_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1), "CURLOPT_LOW_SPEED_LIMIT")
+        set(sf_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, Int(r.stallTimeout.rounded(.up)))), "CURLOPT_LOW_SPEED_TIME")
         if let total = r.totalTimeout {
-            _ = sf_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(total * 1000)))
+            set(sf_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(total * 1000))), "CURLOPT_TIMEOUT_MS")
         }
-        _ = sf_easy_setopt_string(easy, CURLOPT_USERAGENT, r.userAgent)
+        set(sf_easy_setopt_string(easy, CURLOPT_USERAGENT, r.userAgent), "CURLOPT_USERAGENT")
         switch r.method {
-        case .head: _ = sf_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
-        case .get: _ = sf_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
+        case .head: set(sf_easy_setopt_long(easy, CURLOPT_NOBODY, 1), "CURLOPT_NOBODY")
+        case .get: set(sf_easy_setopt_long(easy, CURLOPT_HTTPGET, 1), "CURLOPT_HTTPGET")
         }
         if let range = r.range {
-            _ = sf_easy_setopt_string(easy, CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound - 1)")
+            set(sf_easy_setopt_string(easy, CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound - 1)"), "CURLOPT_RANGE")
         }
         var list: UnsafeMutablePointer<curl_slist>?
-        for line in r.headers { list = sf_curl_slist_append(list, line) }
+        for line in r.headers { list = curl_slist_append(list, line) }
         headerList = list
-        if let list { _ = sf_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list) }
+        if let list { set(sf_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list), "CURLOPT_HTTPHEADER") }
 
         let me = Unmanaged.passUnretained(self).toOpaque()
-        _ = sf_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, { buffer, size, count, user in
+        set(sf_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, { buffer, size, count, user in
             guard let buffer, let user else { return 0 }
             let transfer = Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue()
             return transfer.onHeader(UnsafeRawBufferPointer(start: buffer, count: size * count))
-        })
-        _ = sf_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
-        _ = sf_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, { buffer, size, count, user in
+        }), "CURLOPT_HEADERFUNCTION")
+        set(sf_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me), "CURLOPT_HEADERDATA")
+        set(sf_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, { buffer, size, count, user in
             guard let user else { return 0 }
             let transfer = Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue()
             return transfer.onBody(UnsafeRawBufferPointer(start: buffer, count: size * count))
-        })
-        _ = sf_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
+        }), "CURLOPT_WRITEFUNCTION")
+        set(sf_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me), "CURLOPT_WRITEDATA")
+        return refused
     }
 
     private func onHeader(_ line: UnsafeRawBufferPointer) -> Int {
@@ -140,7 +149,7 @@ final class Transfer: @unchecked Sendable {
         result.curlCode = Int32(code.rawValue)
         if code != CURLE_OK {
             let detail = String(cString: errorBuffer)
-            result.curlMessage = detail.isEmpty ? String(cString: sf_curl_easy_strerror(code)) : detail
+            result.curlMessage = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
         }
         var url: UnsafeMutablePointer<CChar>?
         if sf_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &url) == CURLE_OK, let url {
@@ -156,7 +165,7 @@ final class Transfer: @unchecked Sendable {
     /// Detaches the easy handle from this transfer.
     func release(_ easy: UnsafeMutableRawPointer) {
         if let headerList {
-            sf_curl_slist_free_all(headerList)
+            curl_slist_free_all(headerList)
             self.headerList = nil
         }
         self.easy = nil

@@ -20,7 +20,7 @@ let benchmarks: @Sendable () -> Void = {
     // The write path's bookkeeping per libcurl buffer: claim, then commit.
     Benchmark("SegmentTable claim+commit (256 KiB pieces, 16 segments)") { benchmark in
         var table = SegmentTable(size: 16 << 30, ranges: Planner.plan(size: 16 << 30, connections: 16, minimumSegmentSize: 1 << 20))
-        for w in 0..<16 { _ = table.assign(worker: w, now: 0) }
+        for w in 0..<16 { _ = table.assign(transfer: w, now: 0) }
         var offsets = table.segments.map(\.start)
         benchmark.startMeasurement()
         for i in benchmark.scaledIterations {
@@ -31,14 +31,14 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    // An idle worker splitting the slowest in-flight range, with 64 segments active.
+    // An idle connection splitting the slowest in-flight range, with 64 segments active.
     Benchmark("SegmentTable split with 64 active segments") { benchmark in
         for _ in benchmark.scaledIterations {
             benchmark.stopMeasurement()
             var table = SegmentTable(size: 64 << 30, ranges: Planner.plan(size: 64 << 30, connections: 64, minimumSegmentSize: 1 << 20))
-            for w in 0..<64 { _ = table.assign(worker: w, now: 0) }
+            for w in 0..<64 { _ = table.assign(transfer: w, now: 0) }
             benchmark.startMeasurement()
-            blackHole(table.assign(worker: 64, now: 1, workerRate: 1e6))
+            blackHole(table.assign(transfer: 64, now: 1, rate: 1e6))
         }
     }
 
