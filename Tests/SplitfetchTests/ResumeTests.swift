@@ -52,7 +52,18 @@ struct ResumeTests {
         return String(file[..<file.lastIndex(of: "/")!]) + "/Fixtures"
     }()
 
-    @Test func versionOneFixtureDecodesAndReencodesIdentically() throws {
+    /// A manifest as the previous release wrote it (version 1): `JSONEncoder`'s pretty, sorted
+    /// JSON with the checksum inside, over the compact form.
+    static func versionOneBytes(_ manifest: Manifest) throws -> [UInt8] {
+        var old = manifest
+        old.version = 1
+        old.checksum = ManifestCodec.versionOneChecksum(of: old)
+        let pretty = JSONEncoder()
+        pretty.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return Array(try pretty.encode(old)) + [UInt8(ascii: "\n")]
+    }
+
+    @Test func versionOneFixtureFromThePreviousReleaseStillDecodes() throws {
         let bytes = try #require(readBytes(Self.fixtures + "/manifest-v1.json"))
         let manifest = try ManifestCodec.decode(bytes, path: "manifest-v1.json")
         #expect(manifest.version == 1)
@@ -62,41 +73,44 @@ struct ResumeTests {
         #expect(manifest.segments.count == 3)
         #expect(manifest.storedBytes(currentBootID: nil) == 250_000 + 100_000 + 0)
         #expect(manifest.storedBytes(currentBootID: "7f3c5e1a-0000-4000-8000-000000000001") == 250_000 + 200_000 + 0)
-        #expect(ManifestCodec.encode(manifest) == bytes)
+        // The helper below writes exactly what the previous release wrote.
+        #expect(try Self.versionOneBytes(manifest) == bytes)
+        // Saved again, it becomes version 2 with the same content.
+        var again = try ManifestCodec.decode(ManifestCodec.encode(manifest), path: "m")
+        #expect(again.version == 2 && again.checksum == nil)
+        again.version = 1
+        again.checksum = manifest.checksum
+        #expect(again == manifest)
     }
 
-    /// The hand-written writer must give exactly `JSONEncoder`'s bytes: version 1 checksums are
-    /// computed over the compact form, so manifests saved by earlier builds (which used
-    /// `JSONEncoder`) must keep verifying, and the pretty form must read the same.
-    @Test func manifestWriterMatchesJSONEncoderByteForByte() throws {
+    /// Version 2: awkward strings round-trip, the trailer holds the CRC-32 of the stored bytes
+    /// before it, and any byte flipped anywhere is caught.
+    @Test func versionTwoChecksumCoversTheStoredBytes() throws {
         var awkward = "q\"b\\s/ é€😀 \u{7f}\u{2028}\u{feff}"
         for c in 0..<0x20 { awkward.unicodeScalars.append(Unicode.Scalar(UInt8(c))) }
-        let one = Manifest(url: "http://h/f", finalURL: "http://h/f", size: 0, etag: nil, lastModified: nil,
-                           minimumSegmentSize: 1, bootID: nil, segments: [])
-        var all = Manifest(url: "https://u:ignored@example.org/a b?x=1&y=\"2\"", finalURL: awkward, size: Int64.max,
+        let all = Manifest(url: "https://example.org/a b?x=1&y=\"2\"", finalURL: awkward, size: Int64.max,
                            etag: awkward, lastModified: "Mon, 02 Nov 2026 10:00:00 GMT", minimumSegmentSize: 1 << 20,
                            bootID: "7f3c5e1a-0000-4000-8000-000000000001",
                            segments: [.init(start: 0, end: 5, written: 0, cached: 3), .init(start: 5, end: Int64.max, written: 9)])
-        all.checksum = "0badf00d"
-        let compact = JSONEncoder()
-        compact.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let pretty = JSONEncoder()
-        pretty.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        for manifest in [one, all] {
-            #expect(ManifestCodec.canonicalJSON(manifest) == Array(try compact.encode(manifest)))
-            var writer = ManifestJSONWriter(pretty: true)
-            writer.write(manifest)
-            #expect(writer.bytes == Array(try pretty.encode(manifest)))
+        let bytes = ManifestCodec.encode(all)
+        #expect(try ManifestCodec.decode(bytes, path: "m") == all)
+        let text = String(decoding: bytes, as: UTF8.self)
+        let lines = text.split(separator: "\n")
+        let body = Array(bytes[..<(bytes.count - lines.last!.utf8.count - 1)])
+        let crc = String(CRC32.checksum(body), radix: 16)
+        #expect(lines.last! == "{\"crc32\" : \"\(String(repeating: "0", count: 8 - crc.count) + crc)\"}")
+        #expect(!text.contains("\"checksum\""))
+        var rng = SplitMix(seed: 11)
+        for _ in 0..<200 {
+            var damaged = bytes
+            let at = Int(rng.next() % UInt64(damaged.count - 1))
+            damaged[at] ^= UInt8(1 << (rng.next() % 8))
+            #expect(throws: DownloadError.self, "byte \(at) flipped") { _ = try ManifestCodec.decode(damaged, path: "m") }
         }
-        #expect(try ManifestCodec.decode(ManifestCodec.encode(all), path: "m") == {
-            var sealed = all
-            sealed.checksum = ManifestCodec.checksum(of: all)
-            return sealed
-        }())
     }
 
     @Test("damaged or foreign manifests are named clear errors", arguments: [
-        ("manifest-v2-future.json", "format version 2"),
+        ("manifest-v9-future.json", "format version 9"),
         ("manifest-overlap.json", "overlaps"),
         ("manifest-written-past-end.json", "checksum"),
     ])
@@ -307,6 +321,36 @@ struct ResumeTests {
                 #expect(second?.message.contains("another splitfetch") == true)
                 task.cancel()
                 _ = try? await task.value
+            }
+        }
+    }
+
+    /// A partial file and manifest left by the previous release (manifest version 1) resume.
+    @Test func aDownloadPausedByThePreviousReleaseResumes() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = (3 << 20) + 123
+                let url = server.url(size: size, seed: 9)
+                let path = dir + "/old.bin"
+                let content = SyntheticContent(size: size, seed: 9)
+                // The first 1 MiB of each half is on disk; the rest of the file is zeros.
+                var partial = [UInt8](repeating: 0, count: Int(size))
+                let half = size / 2
+                for range in [0..<Int64(1 << 20), half..<(half + (1 << 20))] {
+                    partial.replaceSubrange(Int(range.lowerBound)..<Int(range.upperBound), with: content.bytes(range))
+                }
+                writeBytes(partial, to: path + ".part")
+                let manifest = Manifest(url: url, finalURL: url, size: size, etag: nil, lastModified: nil,
+                                        minimumSegmentSize: 1 << 20, bootID: nil,
+                                        segments: [.init(start: 0, end: half, written: 1 << 20),
+                                                   .init(start: half, end: size, written: half + (1 << 20))])
+                writeBytes(try Self.versionOneBytes(manifest), to: path + ".part.json")
+                let sentBefore = server.statistics.bodyBytes
+                let (stats, digest) = try await download(url, to: path, options: testOptions(connections: 2))
+                #expect(digest == content.sha256Hex())
+                #expect(stats.resumedBytes == 2 << 20)
+                #expect(server.statistics.bodyBytes - sentBefore == size - (2 << 20))
+                #expect(!fileExists(path + ".part") && !fileExists(path + ".part.json"))
             }
         }
     }

@@ -11,8 +11,9 @@ import FoundationEssentials
 ///   cache) when the manifest was saved. Trusted only while `bootID` matches the running kernel's
 ///   boot: a killed process loses nothing from the page cache, a reboot may.
 public struct Manifest: Codable, Sendable, Equatable {
-    /// The format this code writes.
-    public static let currentVersion = 1
+    /// The format this code writes. Version 1 kept its checksum inside the document, over a
+    /// canonical re-encoding; version 2 keeps it in a trailer line, over the stored bytes.
+    public static let currentVersion = 2
     /// The value of ``format``.
     public static let formatName = "splitfetch-manifest"
 
@@ -49,8 +50,8 @@ public struct Manifest: Codable, Sendable, Equatable {
     public var bootID: String?
     /// Segments in ascending order, covering `[0, size)` exactly.
     public var segments: [Segment]
-    /// CRC-32 (hex) of the manifest's canonical JSON without this field; a damaged manifest that
-    /// is still valid JSON is caught by it.
+    /// Version 1 only: CRC-32 (hex) of the manifest's canonical JSON without this field. Version 2
+    /// keeps its checksum in the file's trailer line instead (see `ManifestCodec`).
     public var checksum: String?
 
     public init(url: String, finalURL: String, size: Int64, etag: String?, lastModified: String?,
@@ -91,34 +92,56 @@ public struct Manifest: Codable, Sendable, Equatable {
 }
 
 /// Encoding and strict decoding of manifests; no file access.
+///
+/// A version 2 file is the manifest as `JSONEncoder` writes it (pretty, keys sorted), a newline,
+/// and a trailer line `{"crc32" : "…"}` holding the CRC-32 of every byte before it, exactly as
+/// stored: `jq . NAME.part.json` reads both as a JSON sequence, and a damaged manifest that is
+/// still valid JSON is caught without re-encoding anything. Version 1 files (earlier builds) keep
+/// their checksum inside, over the compact sorted-key JSON, and are still read.
 enum ManifestCodec {
-    /// The manifest as saved: pretty-printed, keys sorted, with its checksum, ending in a newline.
+    private static let trailerPrefix = Array("{\"crc32\" : \"".utf8)
+
+    /// The manifest as saved (version 2), ending in a newline.
     static func encode(_ manifest: Manifest) -> [UInt8] {
-        var sealed = manifest
-        sealed.checksum = checksum(of: manifest)
-        var writer = ManifestJSONWriter(pretty: true)
-        writer.write(sealed)
-        return writer.bytes + [UInt8(ascii: "\n")]
+        var current = manifest
+        current.version = Manifest.currentVersion
+        current.checksum = nil
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        // Encoding plain strings, numbers and arrays cannot fail.
+        var bytes = Array(try! encoder.encode(current))
+        bytes.append(UInt8(ascii: "\n"))
+        bytes += trailerPrefix + Array(hex(CRC32.checksum(bytes)).utf8) + Array("\"}\n".utf8)
+        return bytes
     }
 
-    /// CRC-32 of the canonical (compact, sorted-key) JSON of `manifest` without its checksum.
-    static func checksum(of manifest: Manifest) -> String {
+    /// The body and stored CRC of a version 2 file; `nil` when its last line is no trailer.
+    private static func splitTrailer(_ bytes: [UInt8]) -> (body: ArraySlice<UInt8>, crc: String)? {
+        var end = bytes.count
+        if end > 0 && bytes[end - 1] == UInt8(ascii: "\n") { end -= 1 }
+        guard let newline = bytes[..<end].lastIndex(of: UInt8(ascii: "\n")) else { return nil }
+        let last = bytes[(newline + 1)..<end]
+        guard last.starts(with: trailerPrefix), last.count == trailerPrefix.count + 10,
+              last.suffix(2).elementsEqual("\"}".utf8) else { return nil }
+        let crc = String(decoding: last.dropFirst(trailerPrefix.count).prefix(8), as: UTF8.self)
+        return (bytes[...newline], crc)
+    }
+
+    /// Version 1's checksum: CRC-32 of the compact sorted-key JSON of `manifest` without it.
+    static func versionOneChecksum(of manifest: Manifest) -> String {
         var bare = manifest
         bare.checksum = nil
-        let value = CRC32.checksum(canonicalJSON(bare))
-        let hex = String(value, radix: 16)
-        return String(repeating: "0", count: 8 - hex.count) + hex
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return hex(CRC32.checksum(Array(try! encoder.encode(bare))))
     }
 
-    /// Compact JSON with sorted keys: byte for byte what `JSONEncoder` writes with
-    /// `[.sortedKeys, .withoutEscapingSlashes]`, the form version 1 checksums are computed over.
-    static func canonicalJSON(_ manifest: Manifest) -> [UInt8] {
-        var writer = ManifestJSONWriter(pretty: false)
-        writer.write(manifest)
-        return writer.bytes
+    private static func hex(_ value: UInt32) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 8 - digits.count) + digits
     }
 
-    /// Decodes and checks a manifest.
+    /// Decodes and checks a manifest of version 1 or 2.
     ///
     /// - Parameter path: named in errors.
     /// - Throws: ``DownloadError`` with code `badManifest`, naming the path and the problem.
@@ -132,23 +155,31 @@ enum ManifestCodec {
             var format: String?
             var version: Int?
         }
-        let data = Data(bytes)
-        guard let header = try? JSONDecoder().decode(Header.self, from: data) else {
+        let trailer = splitTrailer(bytes)
+        let body = Data(trailer?.body ?? bytes[...])
+        guard let header = try? JSONDecoder().decode(Header.self, from: body) else {
             throw bad("is not valid JSON (truncated or damaged)")
         }
         guard header.format == Manifest.formatName else { throw bad("is not a splitfetch manifest") }
         guard let version = header.version else { throw bad("has no version") }
-        guard version == Manifest.currentVersion else {
-            throw bad("has format version \(version); this splitfetch reads version \(Manifest.currentVersion)")
+        guard version == 1 || version == 2 else {
+            throw bad("has format version \(version); this splitfetch reads versions 1 and 2")
+        }
+        if version == 2 {
+            guard let trailer else { throw bad("has no checksum line") }
+            guard trailer.crc == hex(CRC32.checksum(trailer.body)) else { throw bad("fails its checksum (damaged)") }
         }
         let manifest: Manifest
         do {
-            manifest = try JSONDecoder().decode(Manifest.self, from: data)
+            manifest = try JSONDecoder().decode(Manifest.self, from: body)
         } catch {
             throw bad("is missing fields or has fields of the wrong type")
         }
-        guard let stored = manifest.checksum else { throw bad("has no checksum") }
-        guard stored == checksum(of: manifest) else { throw bad("fails its checksum (damaged)") }
+        if version == 1 {
+            guard trailer == nil else { throw bad("mixes the two versions' checksums") }
+            guard let stored = manifest.checksum else { throw bad("has no checksum") }
+            guard stored == versionOneChecksum(of: manifest) else { throw bad("fails its checksum (damaged)") }
+        }
         if let problem = problem(in: manifest) { throw bad(problem) }
         return manifest
     }
@@ -174,114 +205,6 @@ enum ManifestCodec {
     }
 }
 
-/// Writes a manifest as JSON in the layout `JSONEncoder` uses with `.sortedKeys` (and, when
-/// pretty, `.prettyPrinted`), without its cost: the manifest is saved before the first range
-/// request and at every checkpoint, and `JSONEncoder`'s first use in a process took about 0.4 ms
-/// of the time between the probe's answer and the first data request (perf, 12 runs).
-/// Absent optionals are left out, as the synthesized `Encodable` conformance does.
-struct ManifestJSONWriter {
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-    private(set) var bytes: [UInt8] = []
-    let pretty: Bool
-    private var depth = 0
-
-    init(pretty: Bool) {
-        self.pretty = pretty
-        bytes.reserveCapacity(512)
-    }
-
-    /// One manifest object; keys in sorted (byte) order.
-    mutating func write(_ m: Manifest) {
-        var first = true
-        open("{")
-        if let v = m.bootID { key("bootID", &first); string(v) }
-        if let v = m.checksum { key("checksum", &first); string(v) }
-        if let v = m.etag { key("etag", &first); string(v) }
-        key("finalURL", &first); string(m.finalURL)
-        key("format", &first); string(m.format)
-        if let v = m.lastModified { key("lastModified", &first); string(v) }
-        key("minimumSegmentSize", &first); integer(m.minimumSegmentSize)
-        key("segments", &first)
-        open("[")
-        for (i, segment) in m.segments.enumerated() {
-            if i > 0 { bytes.append(UInt8(ascii: ",")) }
-            newline()
-            write(segment)
-        }
-        close("]", empty: m.segments.isEmpty)
-        key("size", &first); integer(m.size)
-        key("url", &first); string(m.url)
-        key("version", &first); integer(Int64(m.version))
-        close("}", empty: false)
-    }
-
-    private mutating func write(_ s: Manifest.Segment) {
-        var first = true
-        open("{")
-        if let v = s.cached { key("cached", &first); integer(v) }
-        key("end", &first); integer(s.end)
-        key("start", &first); integer(s.start)
-        key("written", &first); integer(s.written)
-        close("}", empty: false)
-    }
-
-    private mutating func open(_ bracket: Unicode.Scalar) {
-        bytes.append(UInt8(ascii: bracket))
-        depth += 1
-    }
-
-    /// Closes an object or array; `JSONEncoder` pretty-prints an empty array as `[`, a blank line
-    /// and `]`.
-    private mutating func close(_ bracket: Unicode.Scalar, empty: Bool) {
-        depth -= 1
-        if empty && pretty { bytes.append(UInt8(ascii: "\n")) }
-        newline()
-        bytes.append(UInt8(ascii: bracket))
-    }
-
-    private mutating func newline() {
-        guard pretty else { return }
-        bytes.append(UInt8(ascii: "\n"))
-        bytes.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * depth))
-    }
-
-    private mutating func key(_ name: StaticString, _ first: inout Bool) {
-        if !first { bytes.append(UInt8(ascii: ",")) }
-        first = false
-        newline()
-        bytes.append(UInt8(ascii: "\""))
-        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(contentsOf: (pretty ? " : " : ":").utf8)
-    }
-
-    private mutating func integer(_ value: Int64) {
-        bytes.append(contentsOf: String(value).utf8)
-    }
-
-    /// A JSON string: `"` and `\` escaped, the control characters as `\b \t \n \f \r` or
-    /// `\u00xx` (lower-case hex), everything else as its UTF-8 bytes.
-    private mutating func string(_ value: String) {
-        bytes.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x08: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
-            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0C: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
-            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0..<0x20:
-                bytes.append(contentsOf: "\\u00".utf8)
-                bytes.append(contentsOf: [Self.hexDigits[Int(byte >> 4)], Self.hexDigits[Int(byte & 0xF)]])
-            default: bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
-    }
-}
-
 /// CRC-32 (IEEE 802.3, reflected, as in zlib and PNG).
 enum CRC32 {
     private static let table: [UInt32] = (0..<256).map { n in
@@ -290,7 +213,7 @@ enum CRC32 {
         return c
     }
 
-    static func checksum(_ bytes: [UInt8]) -> UInt32 {
+    static func checksum(_ bytes: some Sequence<UInt8>) -> UInt32 {
         var crc: UInt32 = 0xFFFF_FFFF
         for b in bytes { crc = table[Int((crc ^ UInt32(b)) & 0xFF)] ^ (crc >> 8) }
         return crc ^ 0xFFFF_FFFF
