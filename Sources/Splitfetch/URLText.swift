@@ -1,71 +1,10 @@
-/// Small URL helpers that work on the text of a URL, without Foundation.
+/// File names from URLs, and percent-decoding. Decisions about where a URL points (origins,
+/// credentials) are made by ``CurlURL``, never by scanning text.
 
-/// Where a URL's authority (`userinfo@host:port`) sits in its text.
-struct URLAuthority {
-    /// Everything after `://` up to the path, query or fragment.
-    var whole: Substring
-    /// `user:password`, when there is an `@`.
-    var userinfo: Substring?
-    /// `host:port`, without the userinfo.
-    var hostPort: Substring
-
-    init?(_ url: String) {
-        guard let r = url.firstRange(of: "://") else { return nil }
-        let rest = url[r.upperBound...]
-        whole = rest[..<(rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex)]
-        if let at = whole.lastIndex(of: "@") {
-            userinfo = whole[..<at]
-            hostPort = whole[whole.index(after: at)...]
-        } else {
-            hostPort = whole
-        }
-    }
-}
-
-/// The URL with any `user:password@` removed, for messages, logs and statistics.
+/// The URL with any `user:password@` removed, for messages, logs and statistics; read by
+/// libcurl's parser (see ``CurlURL/redacting(_:)``).
 public func redactedURL(_ url: String) -> String {
-    guard let authority = URLAuthority(url), authority.userinfo != nil else { return url }
-    return String(url[..<authority.whole.startIndex]) + String(authority.hostPort) + String(url[authority.whole.endIndex...])
-}
-
-/// The lowercased scheme of a URL (`http`, `https`, …), or `nil` if it has none.
-func urlScheme(_ url: String) -> String? {
-    guard let r = url.firstRange(of: "://") else { return nil }
-    let scheme = url[..<r.lowerBound]
-    guard !scheme.isEmpty, scheme.allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) }) else { return nil }
-    return scheme.lowercased()
-}
-
-/// The host part of an `http(s)` URL, or `nil`.
-func urlHost(_ url: String) -> String? {
-    guard var host = URLAuthority(url)?.hostPort else { return nil }
-    if host.hasPrefix("[") {
-        guard let close = host.firstIndex(of: "]") else { return nil }
-        return String(host[...close])
-    }
-    if let colon = host.firstIndex(of: ":") { host = host[..<colon] }
-    return host.isEmpty ? nil : String(host)
-}
-
-/// The explicit port of a URL, if any.
-func urlPort(_ url: String) -> Int? {
-    guard var hostPort = URLAuthority(url)?.hostPort else { return nil }
-    if let close = hostPort.lastIndex(of: "]") { hostPort = hostPort[hostPort.index(after: close)...] }
-    guard let colon = hostPort.lastIndex(of: ":") else { return nil }
-    return Int(hostPort[hostPort.index(after: colon)...])
-}
-
-/// `scheme://host:port` of a URL, lowercased, with the default port made explicit.
-func urlOrigin(_ url: String) -> String? {
-    guard let scheme = urlScheme(url), let host = urlHost(url) else { return nil }
-    return "\(scheme)://\(host.lowercased()):\(urlPort(url) ?? (scheme == "https" ? 443 : 80))"
-}
-
-/// `user:password` from a URL's authority, percent-decoded.
-func urlCredentials(_ url: String) -> Credentials? {
-    guard let userinfo = URLAuthority(url)?.userinfo else { return nil }
-    let parts = userinfo.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-    return Credentials(user: percentDecoded(parts[0]), password: parts.count > 1 ? percentDecoded(parts[1]) : "")
+    CurlURL.redacting(url)
 }
 
 /// Decodes `%XX` escapes; invalid escapes are kept as they are; invalid UTF-8 is repaired.

@@ -223,11 +223,38 @@ struct SecurityTests {
     }
 
     @Test func originsCompareSchemeHostAndPort() {
-        #expect(urlOrigin("http://Example.org/a") == "http://example.org:80")
-        #expect(urlOrigin("https://u:p@example.org:443/") == "https://example.org:443")
-        #expect(urlOrigin("http://example.org:8080/") != urlOrigin("http://example.org/"))
-        #expect(urlOrigin("https://example.org/") != urlOrigin("http://example.org/"))
-        #expect(urlCredentials("http://a%40b:p%3Aw@h/") == Credentials(user: "a@b", password: "p:w"))
+        #expect(CurlURL("http://Example.org/a")?.origin == "http://example.org:80")
+        #expect(CurlURL("https://u:p@example.org:443/")?.origin == "https://example.org:443")
+        #expect(CurlURL("http://example.org:8080/")?.origin != CurlURL("http://example.org/")?.origin)
+        #expect(CurlURL("https://example.org/")?.origin != CurlURL("http://example.org/")?.origin)
+        #expect(CurlURL("http://a%40b:p%3Aw@h/")?.credentials == Credentials(user: "a@b", password: "p:w"))
+        #expect(CurlURL("http://[::1]:8080/x")?.origin == "http://[::1]:8080")
+    }
+
+    /// URLs on which the string scanning used before and libcurl read the authority differently.
+    /// Every decision now follows libcurl: what it refuses carries no credentials and is no
+    /// redirect target, and what it accepts is judged by the host it connects to.
+    @Test("credential and origin decisions follow libcurl's parser", arguments: [
+        // (URL, libcurl's origin or nil when it refuses the URL, what the scanner said)
+        ("http://a@b@127.0.0.1:8080/x", nil, "origin http://127.0.0.1:8080, user a@b"),
+        ("http://u:p@127.0.0.1:8080\\@127.0.0.2/x", nil, "origin http://127.0.0.2:80, user u"),
+        ("http://a:b@127.0.0.1\\x/", nil, "origin http://127.0.0.1\\x:80"),
+        ("http://127.0.0.1%2F@127.0.0.2/x", "http://127.0.0.2:80", "the same"),
+        ("http://u:p@[::ffff:127.0.0.1]:8080/", "http://[::ffff:127.0.0.1]:8080", "the same"),
+    ] as [(String, String?, String)])
+    func decisionsFollowLibcurl(url: String, curlOrigin: String?, scanner: String) {
+        #expect(CurlURL(url)?.origin == curlOrigin, "the scanner said \(scanner)")
+        let original = "http://alice:s3cret@127.0.0.1:8080/start"
+        var options = DownloadOptions()
+        options.headers = ["Authorization: Bearer t0ken"]
+        let policy = RequestPolicy(url: original, options: options)
+        let request = policy.request(url)
+        let carriesSecrets = request.credentials != nil || request.headers.contains { $0.lowercased().hasPrefix("authorization") }
+        #expect(carriesSecrets == (curlOrigin == "http://127.0.0.1:8080"))
+        if curlOrigin == nil {
+            #expect(policy.checkRedirect(from: original, to: url)?.message.contains("refused") == true)
+        }
+        #expect(!redactedURL(url).contains("s3cret") && !redactedURL(url).contains("u:p@"))
     }
 }
 

@@ -59,7 +59,7 @@ public final class Download: Sendable {
         if let path = options.caCertificatePath, !fileExists(path) {
             throw DownloadError(.usage, "CA certificate file \(path) does not exist")
         }
-        guard let scheme = urlScheme(url), scheme == "http" || scheme == "https", urlHost(url) != nil else {
+        guard let scheme = CurlURL(url)?.scheme, scheme == "http" || scheme == "https" else {
             throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
         }
         let transport = session?.transport ?? CurlTransport(maximumConnections: options.connections)

@@ -3,6 +3,7 @@ import SegmentPlanning
 /// What each request may carry. Credentials (from the URL's `user:password@` or the options) and
 /// the headers `Authorization`, `Cookie` and `Proxy-Authorization` go only to the origin — scheme,
 /// host and port — of the URL the caller gave; never to a redirect target or mirror elsewhere.
+/// Origins are read by libcurl's own parser (``CurlURL``), the one it connects with.
 struct RequestPolicy: Sendable {
     /// Header names that carry secrets.
     static let sensitiveHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
@@ -15,15 +16,16 @@ struct RequestPolicy: Sendable {
 
     init(url rawURL: String, options: DownloadOptions) {
         self.url = redactedURL(rawURL)
-        self.origin = urlOrigin(rawURL)
+        let parsed = CurlURL(rawURL)
+        self.origin = parsed?.origin
         self.options = options
-        self.credentials = options.credentials ?? urlCredentials(rawURL)
+        self.credentials = options.credentials ?? parsed?.credentials
     }
 
     /// A request to `target` with what the policy allows there.
     func request(_ target: String, method: TransferRequest.Method = .get, range: ByteRange? = nil) -> TransferRequest {
         var request = TransferRequest(url: target, method: method, range: range, options: options)
-        let sameOrigin = origin != nil && urlOrigin(target) == origin
+        let sameOrigin = origin != nil && CurlURL(target)?.origin == origin
         if sameOrigin {
             request.credentials = credentials
         } else {
@@ -37,10 +39,13 @@ struct RequestPolicy: Sendable {
 
     /// Checks one redirect hop; returns the error that stops it, if any.
     func checkRedirect(from current: String, to next: String) -> DownloadError? {
-        guard let scheme = urlScheme(next), scheme == "http" || scheme == "https", urlHost(next) != nil else {
+        if let scheme = CurlURL.scheme(of: next), scheme != "http" && scheme != "https" {
             return DownloadError(.network, "\(redactedURL(current)): redirect to \(redactedURL(next)) refused: only http and https are followed")
         }
-        if urlScheme(current) == "https" && scheme == "http" && !options.allowHTTPSDowngrade {
+        guard let scheme = CurlURL(next)?.scheme else {
+            return DownloadError(.network, "\(redactedURL(current)): redirect to \(redactedURL(next)) refused: not a URL libcurl accepts")
+        }
+        if CurlURL(current)?.scheme == "https" && scheme == "http" && !options.allowHTTPSDowngrade {
             return DownloadError(.network,
                 "\(redactedURL(current)): redirect from https to http (\(redactedURL(next))) refused; --allow-https-downgrade permits it")
         }
