@@ -1,35 +1,72 @@
 /// The one error type Splitfetch throws: a stable ``Code``, a message for people, and the cause.
 ///
 /// Messages name what failed: the URL with the HTTP status or libcurl's error text, or the path
-/// with the errno text. URLs in messages have any credentials removed.
+/// with the errno text. URLs in messages have any credentials removed. Messages name no
+/// command-line options; ``remedy`` says what the caller could change, in the library's terms, so
+/// a tool can add its own hint.
+///
+/// Thread safety: a `Sendable` value.
 public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable {
     /// The class of failure; the command-line tool maps each to a documented exit status.
-    public enum Code: String, Sendable, Codable, CaseIterable {
+    ///
+    /// A struct with static members rather than an enum, as async-http-client's `HTTPClientError`
+    /// does, so that codes can be added without breaking a caller's exhaustive `switch`: match the
+    /// codes you handle and keep a `default`.
+    public struct Code: Hashable, Sendable, Codable, CustomStringConvertible {
+        private enum Base: String, Codable {
+            case usage, network, http, protocolViolation, fileIO, interrupted, outputExists, resumeConflict,
+                 badManifest, remoteChanged, sizeLimit
+        }
+
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
         /// Bad options or a bad URL given by the caller.
-        case usage
+        public static let usage = Code(.usage)
         /// The network failed: DNS, connect, TLS, reset, timeout, too many redirects.
-        case network
+        public static let network = Code(.network)
         /// The server answered with an HTTP error status (4xx, 5xx) that did not clear on retry.
-        case http
+        public static let http = Code(.http)
         /// The server broke the protocol: wrong `Content-Range`, ignored range mid-download,
         /// a body longer or shorter than announced, an encoded body, a bad length.
-        case protocolViolation
+        public static let protocolViolation = Code(.protocolViolation)
         /// A local file operation failed (open, preallocate, write, rename, sync).
-        case fileIO
+        public static let fileIO = Code(.fileIO)
         /// The download was interrupted (task cancelled, SIGINT, SIGTERM).
-        case interrupted
+        public static let interrupted = Code(.interrupted)
         /// The output already exists and overwriting was not allowed.
-        case outputExists
+        public static let outputExists = Code(.outputExists)
         /// Resuming is not possible as things are: a partial file without a manifest, a manifest
         /// for another URL or size, or another process downloading to the same file.
-        case resumeConflict
+        public static let resumeConflict = Code(.resumeConflict)
         /// The manifest is damaged or from an unknown version.
-        case badManifest
+        public static let badManifest = Code(.badManifest)
         /// The file on the server changed since the partial download began (ETag, Last-Modified
         /// or size); old and new bytes are never joined.
-        case remoteChanged
+        public static let remoteChanged = Code(.remoteChanged)
         /// The file is larger than the caller's limit (`maximumSize`).
-        case sizeLimit
+        public static let sizeLimit = Code(.sizeLimit)
+
+        /// A stable name: `usage`, `network`, `http`, …
+        public var description: String { base.rawValue }
+    }
+
+    /// What the caller could change so that the same download may succeed.
+    public struct Remedy: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String { case restart, allowOverwrite, allowHTTPSDowngrade, raiseMaximumSize }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// Discard the partial data and start over (``DownloadOptions/restart``).
+        public static let restart = Remedy(.restart)
+        /// Replace the existing output (``DownloadOptions/allowOverwrite``).
+        public static let allowOverwrite = Remedy(.allowOverwrite)
+        /// Follow redirects from https to http (``DownloadOptions/allowHTTPSDowngrade``).
+        public static let allowHTTPSDowngrade = Remedy(.allowHTTPSDowngrade)
+        /// Accept a larger file (``DownloadOptions/maximumSize``).
+        public static let raiseMaximumSize = Remedy(.raiseMaximumSize)
+
+        public var description: String { base.rawValue }
     }
 
     /// The class of failure.
@@ -40,14 +77,17 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
     public var httpStatus: Int?
     /// Whether retrying the same request may succeed (used by the scheduler).
     public var isTransient: Bool
+    /// What the caller could change, when there is something.
+    public var remedy: Remedy?
     /// The total size a `206` named when it disagreed with the probed size.
     var observedTotal: Int64?
 
-    public init(_ code: Code, _ message: String, httpStatus: Int? = nil, isTransient: Bool = false) {
+    public init(_ code: Code, _ message: String, httpStatus: Int? = nil, isTransient: Bool = false, remedy: Remedy? = nil) {
         self.code = code
         self.message = message
         self.httpStatus = httpStatus
         self.isTransient = isTransient
+        self.remedy = remedy
     }
 
     public var description: String { message }

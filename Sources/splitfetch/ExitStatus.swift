@@ -29,6 +29,18 @@ enum ExitStatus: Int32, CaseIterable {
         case .badManifest: self = .badManifest
         case .remoteChanged: self = .remoteChanged
         case .sizeLimit: self = .sizeLimit
+        default: self = .failure  // a code newer than this table
+        }
+    }
+
+    /// The command's own hint for what the library says could be changed.
+    static func hint(for remedy: DownloadError.Remedy?) -> String {
+        switch remedy {
+        case .restart?: " (run with --restart to start over)"
+        case .allowOverwrite?: " (use --force to replace it)"
+        case .allowHTTPSDowngrade?: " (--allow-https-downgrade permits it)"
+        case .raiseMaximumSize?: " (raise --max-size to accept it)"
+        default: ""
         }
     }
 

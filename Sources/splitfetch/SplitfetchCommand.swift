@@ -316,7 +316,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
                 writeRaw("\nsplitfetch: \(error.message)\n")
                 return .interrupted
             }
-            return fail(ExitStatus(error.code), error.message)
+            return fail(ExitStatus(error.code), error.message + ExitStatus.hint(for: error.remedy))
         case .failure(let error):
             return fail(.failure, "\(error)")
         }
@@ -366,7 +366,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
                     case .success(let s) where !quiet:
                         writeRaw("\(s.path): \(ByteCount.format(Double(s.size))) in \(ByteCount.fixed(s.seconds, 2)) s\n")
                     case .failure(let e):
-                        writeRaw("splitfetch: \(e.message)\n")
+                        writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n")
                     default:
                         break
                     }

@@ -239,7 +239,7 @@ struct ResumeTests {
                 let partBefore = readBytes(path + ".part")
                 let changed = await failure(url, to: path, options: testOptions())
                 #expect(changed?.code == .remoteChanged)
-                #expect(changed?.message.contains("--restart") == true)
+                #expect(changed?.remedy == .restart)
                 #expect(readBytes(path + ".part") == partBefore)
                 #expect(!fileExists(path))
 
@@ -284,7 +284,7 @@ struct ResumeTests {
                 writeBytes([1, 2, 3], to: path + ".part")
                 let error = await failure(server.url(size: 1000), to: path, options: testOptions())
                 #expect(error?.code == .resumeConflict)
-                #expect(error?.message.contains("--restart") == true)
+                #expect(error?.remedy == .restart)
                 #expect(readBytes(path + ".part") == [1, 2, 3])
                 var options = testOptions()
                 options.restart = true

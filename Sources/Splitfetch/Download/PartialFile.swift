@@ -66,7 +66,7 @@ struct PartialFile: Sendable {
                 throw DownloadError(.fileIO, "\(destination) exists and is not a regular file; refusing to replace it")
             }
             if !options.allowOverwrite {
-                throw DownloadError(.outputExists, "\(destination) already exists (use --force to replace it)")
+                throw DownloadError(.outputExists, "\(destination) already exists", remedy: .allowOverwrite)
             }
         }
         let directory = parentDirectory(of: destination)
@@ -86,14 +86,15 @@ struct PartialFile: Sendable {
             return nil
         case (false, .some):
             throw DownloadError(.resumeConflict,
-                "\(manifestPath) exists but \(partialPath) does not; run with --restart to start over")
+                "\(manifestPath) exists but \(partialPath) does not; start over", remedy: .restart)
         case (true, nil):
             // Lock first: an active download may not have written its manifest yet.
             let file = try OutputFile.openExisting(path: partialPath)
             defer { file.close() }
             try file.lockExclusively()
             throw DownloadError(.resumeConflict,
-                "\(partialPath) exists without a manifest, so its bytes cannot be trusted; run with --restart to discard it")
+                "\(partialPath) exists without a manifest, so its bytes cannot be trusted; start over to discard it",
+                remedy: .restart)
         case (true, .some):
             let file = try OutputFile.openExisting(path: partialPath, injectedFullDiskOffset: options.injectedFullDiskOffset)
             do throws(DownloadError) {
@@ -115,26 +116,32 @@ struct PartialFile: Sendable {
         let manifest = existing.manifest
         if manifest.url != url {
             throw DownloadError(.resumeConflict,
-                "\(manifestPath) belongs to \(manifest.url), not \(url); use another output name, or --restart")
+                "\(manifestPath) belongs to \(manifest.url), not \(url); use another output name, or start over",
+                remedy: .restart)
         }
         let changed = "the file changed on the server since the download began"
         if resource.size != manifest.size {
             throw DownloadError(.remoteChanged,
-                "\(url): \(changed) (size \(manifest.size) is now \(resource.size.map(String.init) ?? "unknown")); run with --restart to download the new file")
+                "\(url): \(changed) (size \(manifest.size) is now \(resource.size.map(String.init) ?? "unknown")); start over to download the new file",
+                remedy: .restart)
         }
         if let old = manifest.etag, let new = resource.etag, old != new {
-            throw DownloadError(.remoteChanged, "\(url): \(changed) (ETag \(old) is now \(new)); run with --restart to download the new file")
+            throw DownloadError(.remoteChanged, "\(url): \(changed) (ETag \(old) is now \(new)); start over to download the new file",
+                                remedy: .restart)
         }
         if manifest.etag == nil || resource.etag == nil, let old = manifest.lastModified, let new = resource.lastModified, old != new {
             throw DownloadError(.remoteChanged,
-                "\(url): \(changed) (Last-Modified \(old) is now \(new)); run with --restart to download the new file")
+                "\(url): \(changed) (Last-Modified \(old) is now \(new)); start over to download the new file",
+                remedy: .restart)
         }
         if !resource.acceptsRanges {
-            throw DownloadError(.resumeConflict, "\(url): the server no longer accepts ranges; run with --restart to download it whole")
+            throw DownloadError(.resumeConflict, "\(url): the server no longer accepts ranges; start over to download it whole",
+                                remedy: .restart)
         }
         let length = try existing.file.currentSize()
         if length != manifest.size {
-            throw DownloadError(.resumeConflict, "\(partialPath) has \(length) bytes but its manifest says \(manifest.size); run with --restart")
+            throw DownloadError(.resumeConflict, "\(partialPath) has \(length) bytes but its manifest says \(manifest.size); start over",
+                                remedy: .restart)
         }
     }
 

@@ -129,7 +129,8 @@ final class StreamSink: TransferSink, @unchecked Sendable {
             return .fail(DownloadError(.protocolViolation, "\(redactedURL(url)): body longer than its \(expectedSize) bytes", isTransient: true))
         }
         if let maximumSize, offset + count > maximumSize {
-            return .fail(DownloadError(.sizeLimit, "\(redactedURL(url)): more than \(maximumSize) bytes (--max-size)"))
+            return .fail(DownloadError(.sizeLimit, "\(redactedURL(url)): more than the limit of \(maximumSize) bytes",
+                                       remedy: .raiseMaximumSize))
         }
         do {
             try file.write(body, at: offset)

@@ -47,7 +47,8 @@ struct RequestPolicy: Sendable {
         }
         if CurlURL(current)?.scheme == "https" && scheme == "http" && !options.allowHTTPSDowngrade {
             return DownloadError(.network,
-                "\(redactedURL(current)): redirect from https to http (\(redactedURL(next))) refused; --allow-https-downgrade permits it")
+                "\(redactedURL(current)): redirect from https to http (\(redactedURL(next))) refused",
+                remedy: .allowHTTPSDowngrade)
         }
         return nil
     }

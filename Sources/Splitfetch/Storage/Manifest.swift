@@ -147,7 +147,7 @@ enum ManifestCodec {
     /// - Throws: ``DownloadError`` with code `badManifest`, naming the path and the problem.
     static func decode(_ bytes: [UInt8], path: String) throws(DownloadError) -> Manifest {
         func bad(_ problem: String) -> DownloadError {
-            DownloadError(.badManifest, "manifest \(path) \(problem); run with --restart to discard it and start over")
+            DownloadError(.badManifest, "manifest \(path) \(problem); start over to discard it", remedy: .restart)
         }
         if bytes.isEmpty { throw bad("is empty") }
         if bytes.allSatisfy({ $0 == 0 }) { throw bad("is all zero bytes") }

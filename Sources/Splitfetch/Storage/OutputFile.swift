@@ -50,7 +50,7 @@ final class OutputFile: Sendable {
                                          permissions: [.ownerReadWrite, .groupRead, .otherRead])
         } catch let error as Errno {
             if error == .fileExists {
-                throw DownloadError(.outputExists, "\(path) already exists (use --force to replace it)")
+                throw DownloadError(.outputExists, "\(path) already exists", remedy: .allowOverwrite)
             }
             if error == .tooManySymbolicLinkLevels {
                 throw DownloadError(.fileIO, "\(path) is a symbolic link; refusing to follow it")
