@@ -1,13 +1,3 @@
-import CommandLineParsing
-import Dispatch
-import FoundationEssentials
-import Splitfetch
-import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#endif
-
 import ArgumentParser
 import Dispatch
 import FoundationEssentials
