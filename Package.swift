@@ -6,9 +6,10 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+// Linux only: the library uses Glibc, /proc (boot id, thread names), posix_fallocate and
+// sync_file_range. No Apple platform is claimed, because none is built or tested.
 let package = Package(
     name: "Splitfetch",
-    platforms: [.macOS(.v15)],
     products: [
         .library(name: "Splitfetch", targets: ["Splitfetch"]),
         .library(name: "SegmentPlanning", targets: ["SegmentPlanning"]),
@@ -40,7 +41,11 @@ let package = Package(
         ),
         .executableTarget(
             name: "splitfetch",
-            dependencies: ["Splitfetch", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "Splitfetch",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
             swiftSettings: strict
         ),
         .target(
@@ -70,7 +75,10 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(
             name: "SplitfetchTests",
-            dependencies: ["Splitfetch", "TestHTTPServer", "SegmentPlanning"],
+            dependencies: [
+                "Splitfetch", "TestHTTPServer", "SegmentPlanning",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
             exclude: ["Fixtures"],
             swiftSettings: strict
         ),

@@ -1,4 +1,8 @@
+public import SystemPackage
+
 /// Settings for one download. Every field has a default that suits a large file over HTTP(S).
+///
+/// Thread safety: a `Sendable` value.
 public struct DownloadOptions: Sendable {
     /// The most connections one download may use.
     public static let maximumConnections = 64
@@ -15,33 +19,32 @@ public struct DownloadOptions: Sendable {
     public var userAgent: String = "splitfetch/\(splitfetchVersion)"
     /// Retries per failed request before the download fails. Default 5.
     public var retries: Int = 5
-    /// Longest wait for a TCP/TLS connection, in seconds. Default 15.
-    public var connectTimeout: Double = 15
-    /// A connection that receives nothing for this long is dropped and its range re-queued, in
-    /// seconds. Default 20.
-    public var stallTimeout: Double = 20
-    /// Longest wait for a `HEAD` probe before falling back to a ranged `GET`, in seconds. Default 15.
-    public var probeTimeout: Double = 15
+    /// Longest wait for a TCP/TLS connection. Default 15 s.
+    public var connectTimeout: Duration = .seconds(15)
+    /// A connection that receives nothing for this long is dropped and its range re-queued. Default 20 s.
+    public var stallTimeout: Duration = .seconds(20)
+    /// Longest wait for a `HEAD` probe before falling back to a ranged `GET`. Default 15 s.
+    public var probeTimeout: Duration = .seconds(15)
     /// Base delay of the exponential retry backoff, in seconds. Default 0.25.
-    public var retryBaseDelay: Double = 0.25
+    public var retryBaseDelay: Duration = .milliseconds(250)
     /// Upper bound of the retry backoff (and of an honoured `Retry-After`), in seconds. Default 30.
-    public var retryMaximumDelay: Double = 30
+    public var retryMaximumDelay: Duration = .seconds(30)
     /// Most redirects followed. Default 10.
     public var maximumRedirects: Int = 10
     /// Replace an existing file at the destination. Default `false`.
     public var allowOverwrite: Bool = false
     /// How often progress events are emitted, in seconds. Default 0.25.
-    public var progressInterval: Double = 0.25
+    public var progressInterval: Duration = .milliseconds(250)
     /// Flush the data to disk (`fdatasync`) before renaming it to its final name, so a power cut
     /// never leaves a final-named file with missing data. Default `true`.
     public var syncBeforeRename: Bool = true
     /// Seconds between durable checkpoints (`fdatasync` of the data, then the manifest saved with
     /// `fsync`). `0` disables periodic checkpoints; one is still saved whenever the download stops.
     /// Default 5.
-    public var checkpointInterval: Double = 5
+    public var checkpointInterval: Duration = .seconds(5)
     /// Seconds between quick checkpoints (the manifest saved without syncing, trusted only within
     /// the same boot). `0` disables them. Default 0.1.
-    public var quickCheckpointInterval: Double = 0.1
+    public var quickCheckpointInterval: Duration = .milliseconds(100)
     /// Discard a partial file and manifest left by an earlier run and start over. Default `false`.
     public var restart: Bool = false
 
@@ -53,7 +56,7 @@ public struct DownloadOptions: Sendable {
     /// Skip TLS certificate and host name verification. Never the default.
     public var insecure: Bool = false
     /// A PEM file of CA certificates to verify servers with, instead of the system's.
-    public var caCertificatePath: String?
+    public var caCertificatePath: FilePath?
     /// Follow a redirect from `https` to `http`. Default `false`: such a redirect is an error.
     public var allowHTTPSDowngrade: Bool = false
     /// Name the file from the server's `Content-Disposition` (reduced to a safe base name in the
@@ -77,11 +80,11 @@ public struct DownloadOptions: Sendable {
         guard minimumSegmentSize >= 1 else { throw bad("minimum segment size must be at least 1 byte") }
         guard minimumSplitSize >= 1 else { throw bad("minimum split size must be at least 1 byte") }
         guard retries >= 0 else { throw bad("retries must not be negative") }
-        guard connectTimeout > 0, stallTimeout > 0, probeTimeout > 0 else { throw bad("timeouts must be positive") }
-        guard retryBaseDelay >= 0, retryMaximumDelay >= retryBaseDelay else { throw bad("retry delays are inconsistent") }
+        guard connectTimeout > .zero, stallTimeout > .zero, probeTimeout > .zero else { throw bad("timeouts must be positive") }
+        guard retryBaseDelay >= .zero, retryMaximumDelay >= retryBaseDelay else { throw bad("retry delays are inconsistent") }
         guard (0...50).contains(maximumRedirects) else { throw bad("maximum redirects must be between 0 and 50") }
-        guard progressInterval > 0 else { throw bad("progress interval must be positive") }
-        guard checkpointInterval >= 0, quickCheckpointInterval >= 0 else { throw bad("checkpoint intervals must not be negative") }
+        guard progressInterval > .zero else { throw bad("progress interval must be positive") }
+        guard checkpointInterval >= .zero, quickCheckpointInterval >= .zero else { throw bad("checkpoint intervals must not be negative") }
         for header in headers {
             guard let colon = header.firstIndex(of: ":"), colon != header.startIndex else {
                 throw bad("header \"\(header)\" is not of the form 'Name: value'")

@@ -29,13 +29,13 @@ struct ProgressRenderer {
         case .progress(let p):
             if isTerminal {
                 draw(bar(p))
-            } else if lastPlain < 0 || p.elapsed - lastPlain >= plainInterval {
-                lastPlain = p.elapsed
+            } else if lastPlain < 0 || p.elapsed.seconds - lastPlain >= plainInterval {
+                lastPlain = p.elapsed.seconds
                 writeLine(line(p))
             }
         case .retrying(let connection, let error, let delay):
             clearBar()
-            writeLine("connection \(connection): \(error.message); retrying in \(ByteCount.fixed(delay, 1)) s")
+            writeLine("connection \(connection): \(error.message); retrying in \(ByteCount.fixed(delay.seconds, 1)) s")
         case .connectionsReduced(let remaining, let reason):
             clearBar()
             writeLine("server busy (\(reason)); continuing with \(remaining) connection\(remaining == 1 ? "" : "s")")
@@ -53,7 +53,7 @@ struct ProgressRenderer {
             parts.append(ByteCount.format(Double(p.bytesWritten)))
         }
         parts.append("\(ByteCount.format(p.bytesPerSecond))/s")
-        if let eta = p.estimatedSecondsLeft { parts.append("ETA \(ByteCount.duration(eta))") }
+        if let eta = p.estimatedTimeLeft?.seconds { parts.append("ETA \(ByteCount.duration(eta))") }
         parts.append("\(p.activeConnections) conn")
         return parts.joined(separator: "  ")
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import FoundationEssentials
 import Splitfetch
+import SystemPackage
 import Synchronization
 
 #if canImport(Glibc)
@@ -46,7 +47,7 @@ struct OutputOptions: ParsableArguments {
 
     @Option(help: ArgumentHelp("Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.",
                                valueName: "seconds"))
-    var checkpointInterval: Double = defaults.checkpointInterval
+    var checkpointInterval = Seconds(defaults.checkpointInterval)
 
     @Flag(help: "Name the file from the server's Content-Disposition (reduced to a safe base name).")
     var contentDisposition = false
@@ -81,13 +82,13 @@ struct TransferOptions: ParsableArguments {
     var retries = defaults.retries
 
     @Option(help: ArgumentHelp("Seconds to wait for a connection.", valueName: "seconds"))
-    var connectTimeout = defaults.connectTimeout
+    var connectTimeout = Seconds(defaults.connectTimeout)
 
     @Option(help: ArgumentHelp("Seconds without data before a connection is replaced.", valueName: "seconds"))
-    var stallTimeout = defaults.stallTimeout
+    var stallTimeout = Seconds(defaults.stallTimeout)
 
     @Option(help: ArgumentHelp("Seconds to wait for the HEAD probe before probing with a ranged GET.", valueName: "seconds"))
-    var probeTimeout = defaults.probeTimeout
+    var probeTimeout = Seconds(defaults.probeTimeout)
 }
 
 /// Credentials and TLS.
@@ -105,6 +106,23 @@ struct SecurityOptions: ParsableArguments {
 
     @Flag(name: .customLong("allow-https-downgrade"), help: "Follow redirects from https to http.")
     var allowHTTPSDowngrade = false
+}
+
+/// A time on the command line, in seconds: `15`, `0.5`.
+struct Seconds: ExpressibleByArgument, Sendable {
+    var duration: Duration
+
+    init(_ duration: Duration) { self.duration = duration }
+
+    init?(argument: String) {
+        guard let value = Double(argument), value.isFinite, value >= 0, value < 1e9 else { return nil }
+        duration = .seconds(value)
+    }
+
+    var defaultValueDescription: String {
+        let seconds = duration.seconds
+        return seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
+    }
 }
 
 /// A byte count on the command line: `1048576`, `512K`, `1M`, `4G`.
@@ -165,10 +183,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         guard transfer.minSegmentSize.bytes > 0 else { throw ValidationError("--min-segment-size must be positive") }
         guard transfer.retries >= 0 else { throw ValidationError("--retries must not be negative") }
         for value in [transfer.connectTimeout, transfer.stallTimeout, transfer.probeTimeout] {
-            guard value > 0, value.isFinite else { throw ValidationError("timeouts must be positive") }
-        }
-        guard output.checkpointInterval >= 0, output.checkpointInterval.isFinite else {
-            throw ValidationError("--checkpoint-interval must not be negative")
+            guard value.duration > .zero else { throw ValidationError("timeouts must be positive") }
         }
         if let name = output.output, name.isEmpty { throw ValidationError("--output must not be empty") }
         if let user = security.user, !user.contains(":") { throw ValidationError("--user must be USER:PASSWORD") }
@@ -189,19 +204,19 @@ struct SplitfetchCommand: AsyncParsableCommand {
         options.headers = transfer.headers
         options.userAgent = transfer.userAgent
         options.retries = transfer.retries
-        options.connectTimeout = transfer.connectTimeout
-        options.stallTimeout = transfer.stallTimeout
-        options.probeTimeout = transfer.probeTimeout
+        options.connectTimeout = transfer.connectTimeout.duration
+        options.stallTimeout = transfer.stallTimeout.duration
+        options.probeTimeout = transfer.probeTimeout.duration
         options.allowOverwrite = output.force
         options.syncBeforeRename = !output.noSync
         options.restart = output.restart
-        options.checkpointInterval = output.checkpointInterval
-        if output.checkpointInterval == 0 { options.quickCheckpointInterval = 0 }
+        options.checkpointInterval = output.checkpointInterval.duration
+        if output.checkpointInterval.duration == .zero { options.quickCheckpointInterval = .zero }
         if let user = security.user, let colon = user.firstIndex(of: ":") {
             options.credentials = Credentials(user: String(user[..<colon]), password: String(user[user.index(after: colon)...]))
         }
         options.insecure = security.insecure
-        options.caCertificatePath = security.cacert
+        options.caCertificatePath = security.cacert.map { FilePath($0) }
         options.allowHTTPSDowngrade = security.allowHTTPSDowngrade
         options.useContentDisposition = output.contentDisposition && output.output == nil
         options.maximumSize = output.maxSize?.bytes
@@ -273,7 +288,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
             writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified; "
                 + "anyone on the network path can read or change this download\n")
         }
-        let download = Download(url, to: path, options: options)
+        let download = Download(url, to: FilePath(path), options: options)
         let work = Task { try await download.run() }
         let signals = SignalForwarder(onSignal: { work.cancel() })
         defer { signals.stop() }
@@ -342,7 +357,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
                     let path = directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
                     group.addTask {
                         do throws(DownloadError) {
-                            let stats = try await Download(url, to: path, options: options, session: session).run()
+                            let stats = try await Download(url, to: FilePath(path), options: options, session: session).run()
                             return (index, url, .success(stats))
                         } catch {
                             return (index, url, .failure(error))

@@ -1,4 +1,5 @@
 import Splitfetch
+import SystemPackage
 import TestHTTPServer
 import Testing
 
@@ -39,7 +40,7 @@ struct DownloadTests {
             try await withTemporaryDirectory { dir in
                 let size: Int64 = 4_000_037
                 let url = server.url(size: size, query: ["nohead": "1"])
-                let download = Download(url, to: dir + "/f", options: testOptions())
+                let download = Download(url, to: FilePath(dir + "/f"), options: testOptions())
                 let probes = Task { () -> RemoteResource? in
                     for await event in download.events { if case .probed(let r) = event { return r } }
                     return nil
@@ -146,7 +147,7 @@ struct DownloadTests {
         try await withServer(.init(rateLimit: 64 << 10)) { server in
             try await withTemporaryDirectory { dir in
                 let path = dir + "/slow.bin"
-                let download = Download(server.url(size: 64 << 20), to: path, options: testOptions(connections: 4))
+                let download = Download(server.url(size: 64 << 20), to: FilePath(path), options: testOptions(connections: 4))
                 let task = Task { try await download.run() }
                 // Wait (bounded by the event stream's end) until bytes arrive, then cancel.
                 for await event in download.events {
@@ -172,7 +173,7 @@ struct DownloadTests {
         try await withServer(.init(rateLimit: 8 << 20)) { server in
             try await withTemporaryDirectory { dir in
                 let size: Int64 = 6 << 20
-                let download = Download(server.url(size: size), to: dir + "/f", options: testOptions(connections: 4))
+                let download = Download(server.url(size: size), to: FilePath(dir + "/f"), options: testOptions(connections: 4))
                 let collector = Task { () -> (Int, DownloadStatistics?) in
                     var progressCount = 0
                     var final: DownloadStatistics?
@@ -205,7 +206,7 @@ struct SessionTests {
                 let session = Session()
                 for i in 0..<12 {
                     let size = Int64(100_000 + i)
-                    let stats = try await Download(server.url(size: size, name: "f\(i)"), to: dir + "/f\(i)",
+                    let stats = try await Download(server.url(size: size, name: "f\(i)"), to: FilePath(dir + "/f\(i)"),
                                                    options: testOptions(connections: 1), session: session).run()
                     #expect(stats.size == size)
                     #expect(try sha256HexOfFile(atPath: dir + "/f\(i)") == SyntheticContent(size: size).sha256Hex())
@@ -222,13 +223,13 @@ struct SessionTests {
         try await withServer { server in
             try await withTemporaryDirectory { dir in
                 let session = Session()
-                _ = try await Download(server.url(size: 1000), to: dir + "/a", options: testOptions(connections: 1),
+                _ = try await Download(server.url(size: 1000), to: FilePath(dir + "/a"), options: testOptions(connections: 1),
                                        session: session).run()
                 await session.shutdown()
                 await session.shutdown()  // a second call returns at once
                 let requestsBefore = server.statistics.requests
                 await #expect(throws: DownloadError.self) {
-                    try await Download(server.url(size: 1000), to: dir + "/b", options: testOptions(connections: 1),
+                    try await Download(server.url(size: 1000), to: FilePath(dir + "/b"), options: testOptions(connections: 1),
                                        session: session).run()
                 }
                 #expect(server.statistics.requests == requestsBefore)

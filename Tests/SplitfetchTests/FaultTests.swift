@@ -1,4 +1,5 @@
 @testable import Splitfetch
+import SystemPackage
 import TestHTTPServer
 import Testing
 
@@ -17,8 +18,8 @@ struct FaultTests {
     static func options(retries: Int = 6) -> DownloadOptions {
         var o = testOptions(connections: 4, minimumSegmentSize: 512 << 10)
         o.retries = retries
-        o.stallTimeout = 1
-        o.probeTimeout = 1
+        o.stallTimeout = .seconds(1)
+        o.probeTimeout = .seconds(1)
         return o
     }
 
@@ -134,10 +135,10 @@ struct FaultTests {
             // requests at least): each 503 either retires its connection or is retried after the
             // wait, and the file still arrives whole.
             var options = Self.options()
-            options.retryMaximumDelay = 2
+            options.retryMaximumDelay = .seconds(2)
             try await withTemporaryDirectory { dir in
                 let url = server.url(size: Self.size, query: ["fault": "503", "faultevery": "2", "retryafter": "1"])
-                let download = Download(url, to: dir + "/f", options: options)
+                let download = Download(url, to: FilePath(dir + "/f"), options: options)
                 let reactions = Task { () -> Int in
                     var count = 0
                     for await event in download.events {
@@ -163,7 +164,7 @@ struct FaultTests {
     @Test func busyServerReducesTheConnectionCount() async throws {
         try await withServer(.init(rateLimit: 4 << 20)) { server in
             try await withTemporaryDirectory { dir in
-                let download = Download(server.url(size: Self.size, query: ["maxconn": "2"]), to: dir + "/f", options: Self.options())
+                let download = Download(server.url(size: Self.size, query: ["maxconn": "2"]), to: FilePath(dir + "/f"), options: Self.options())
                 let reduced = Task { () -> Int? in
                     var lowest: Int?
                     for await event in download.events {

@@ -1,5 +1,6 @@
 import FoundationEssentials
 @testable import Splitfetch
+import SystemPackage
 import TestHTTPServer
 import Testing
 
@@ -29,7 +30,7 @@ func readBytes(_ path: String) -> [UInt8]? {
 
 /// Starts a download and cancels it once `bytes` are written; returns the error it ended with.
 func interrupt(_ url: String, to path: String, options: DownloadOptions, after bytes: Int64) async -> DownloadError? {
-    let download = Download(url, to: path, options: options)
+    let download = Download(url, to: FilePath(path), options: options)
     let task = Task { try await download.run() }
     for await event in download.events {
         if case .progress(let p) = event, p.bytesWritten >= bytes { break }
@@ -207,7 +208,7 @@ struct ResumeTests {
                     writeBytes(variant, to: path + ".part.json")
                     var succeeded = false
                     do throws(DownloadError) {
-                        _ = try await Download(url, to: path, options: options).run()
+                        _ = try await Download(url, to: FilePath(path), options: options).run()
                         succeeded = true
                     } catch {
                         #expect([.badManifest, .resumeConflict].contains(error.code), "variant \(index): \(error.message)")
@@ -257,7 +258,7 @@ struct ResumeTests {
             try await withTemporaryDirectory { dir in
                 let size: Int64 = 8 << 20
                 let path = dir + "/m.bin"
-                let download = Download(server.url(size: size, name: "m.bin"), to: path, options: testOptions(connections: 4))
+                let download = Download(server.url(size: size, name: "m.bin"), to: FilePath(path), options: testOptions(connections: 4))
                 let task = Task { try await download.run() }
                 for await event in download.events {
                     if case .progress(let p) = event, p.bytesWritten > 512 << 10 { break }
@@ -311,7 +312,7 @@ struct ResumeTests {
             try await withTemporaryDirectory { dir in
                 let path = dir + "/l.bin"
                 let url = server.url(size: 8 << 20)
-                let first = Download(url, to: path, options: testOptions(connections: 2))
+                let first = Download(url, to: FilePath(path), options: testOptions(connections: 2))
                 let task = Task { try await first.run() }
                 for await event in first.events {
                     if case .progress(let p) = event, p.bytesWritten > 0 { break }

@@ -1,4 +1,5 @@
 @testable import Splitfetch
+import SystemPackage
 import TestHTTPServer
 import Testing
 
@@ -118,7 +119,7 @@ struct SecurityTests {
                 let url = server.url(size: 1000, name: "fallback.bin", query: ["cd": percentEncode(header)])
                 var options = testOptions()
                 options.useContentDisposition = true
-                let stats = try await Download(url, to: dir + "/fallback.bin", options: options).run()
+                let stats = try await Download(url, to: FilePath(dir + "/fallback.bin"), options: options).run()
                 #expect(stats.path == dir + "/" + expected)
                 #expect(listDirectory(dir) == [expected])
                 #expect(listDirectory(parent) == ["inside"])
@@ -164,7 +165,7 @@ struct SecurityTests {
                 let size: Int64 = 2 << 20
                 var options = testOptions(connections: 2)
                 options.syncBeforeRename = true
-                let download = Download(server.url(size: size), to: path, options: options)
+                let download = Download(server.url(size: size), to: FilePath(path), options: options)
                 let task = Task { try await download.run() }
                 for await event in download.events {
                     if case .progress(let p) = event, p.bytesWritten > 0 { break }

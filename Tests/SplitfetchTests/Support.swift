@@ -1,4 +1,5 @@
 import Splitfetch
+import SystemPackage
 import TestHTTPServer
 import Testing
 
@@ -59,12 +60,12 @@ func testOptions(connections: Int = 8, minimumSegmentSize: Int64 = 256 << 10) ->
     options.connections = connections
     options.minimumSegmentSize = minimumSegmentSize
     options.minimumSplitSize = 16 << 10
-    options.retryBaseDelay = 0.01
-    options.retryMaximumDelay = 0.2
-    options.probeTimeout = 5
-    options.connectTimeout = 5
-    options.stallTimeout = 10
-    options.progressInterval = 0.05
+    options.retryBaseDelay = .milliseconds(10)
+    options.retryMaximumDelay = .milliseconds(200)
+    options.probeTimeout = .seconds(5)
+    options.connectTimeout = .seconds(5)
+    options.stallTimeout = .seconds(10)
+    options.progressInterval = .milliseconds(50)
     options.syncBeforeRename = false
     return options
 }
@@ -76,7 +77,7 @@ struct TestFailure: Error, CustomStringConvertible {
 
 /// Downloads `url` to `path` and returns the statistics and the file's SHA-256.
 func download(_ url: String, to path: String, options: DownloadOptions) async throws -> (DownloadStatistics, String) {
-    let statistics = try await Download(url, to: path, options: options).run()
+    let statistics = try await Download(url, to: FilePath(path), options: options).run()
     return (statistics, try sha256HexOfFile(atPath: path))
 }
 
@@ -103,7 +104,7 @@ func read(_ path: String) -> String? {
 func failure(_ url: String, to path: String, options: DownloadOptions,
              sourceLocation: SourceLocation = #_sourceLocation) async -> DownloadError? {
     do {
-        _ = try await Download(url, to: path, options: options).run()
+        _ = try await Download(url, to: FilePath(path), options: options).run()
         Issue.record("download of \(url) succeeded but should have failed", sourceLocation: sourceLocation)
         return nil
     } catch {

@@ -1,3 +1,4 @@
+public import SystemPackage
 import Synchronization
 
 /// One file to download over several connections.
@@ -18,7 +19,7 @@ public final class Download: Sendable {
     /// The URL to fetch (`http` or `https`).
     public let url: String
     /// The final path of the file.
-    public let destination: String
+    public let destination: FilePath
     /// The settings in force.
     public let options: DownloadOptions
     /// Progress and lifecycle events. One consumer; finishes when `run()` returns. When the
@@ -37,7 +38,7 @@ public final class Download: Sendable {
     ///   - options: connection count, timeouts, retries and the rest.
     ///   - session: a ``Session`` to share connections with other downloads; by default the
     ///     download has a transport of its own.
-    public init(_ url: String, to destination: String, options: DownloadOptions = DownloadOptions(), session: Session? = nil) {
+    public init(_ url: String, to destination: FilePath, options: DownloadOptions = DownloadOptions(), session: Session? = nil) {
         self.session = session
         self.url = url
         self.destination = destination
@@ -56,14 +57,14 @@ public final class Download: Sendable {
         }
         defer { continuation.finish() }
         try options.validate()
-        if let path = options.caCertificatePath, !fileExists(path) {
+        if let path = options.caCertificatePath?.string, !fileExists(path) {
             throw DownloadError(.usage, "CA certificate file \(path) does not exist")
         }
         guard let scheme = CurlURL(url)?.scheme, scheme == "http" || scheme == "https" else {
             throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
         }
         let transport = session?.transport ?? CurlTransport(maximumConnections: options.connections)
-        let engine = Engine(url: url, destination: destination, options: options, transport: transport,
+        let engine = Engine(url: url, destination: destination.string, options: options, transport: transport,
                             policy: RequestPolicy(url: url, options: options),
                             emit: { [continuation] in continuation.yield($0) })
         let result: Result<DownloadStatistics, DownloadError>

@@ -126,14 +126,14 @@ final class DownloadDriver {
             begin(start)
         case .abort(let id, let reason):
             if reason == .stalled {
-                errors[id] = DownloadError(.network, "\(redactedURL(resource.finalURL)): no data for \(formatSeconds(options.stallTimeout)) s",
+                errors[id] = DownloadError(.network, "\(redactedURL(resource.finalURL)): no data for \(formatSeconds(options.stallTimeout.seconds)) s",
                                            isTransient: true)
             }
             transfers[id]?.cancel()
         case .notify(.retrying(let connection, let transfer, _, let delay)):
             counters[connection].retries.wrappingAdd(1, ordering: .relaxed)
             counters[connection].set(.waitingToRetry)
-            engine.emit(.retrying(connection: connection, error: error(of: transfer), delay: delay))
+            engine.emit(.retrying(connection: connection, error: error(of: transfer), delay: .seconds(delay)))
         case .notify(.connectionsReduced(let remaining, let transfer)):
             engine.emit(.connectionsReduced(to: remaining, reason: error(of: transfer).message))
         case .checkpoint(let checkpoint):

@@ -1,4 +1,6 @@
 /// Something a running download reports; read them from ``Download/events``.
+///
+/// Thread safety: every event and the types it carries are `Sendable` values.
 public enum DownloadEvent: Sendable {
     /// The probe finished.
     case probed(RemoteResource)
@@ -6,8 +8,8 @@ public enum DownloadEvent: Sendable {
     case started(mode: DownloadStatistics.Mode, connections: Int, size: Int64?)
     /// Periodic progress, every ``DownloadOptions/progressInterval``.
     case progress(DownloadProgress)
-    /// A request failed and will be retried after `delay` seconds.
-    case retrying(connection: Int, error: DownloadError, delay: Double)
+    /// A request failed and will be retried after `delay`.
+    case retrying(connection: Int, error: DownloadError, delay: Duration)
     /// The server refused more connections (503 or 429); the download goes on with fewer.
     case connectionsReduced(to: Int, reason: String)
     /// The download completed; the file is under its final name.
@@ -22,18 +24,27 @@ public struct DownloadProgress: Sendable, Equatable {
     public var totalBytes: Int64?
     /// Smoothed speed, bytes per second.
     public var bytesPerSecond: Double
-    /// Seconds since transfers started.
-    public var elapsed: Double
+    /// Time since transfers started.
+    public var elapsed: Duration
     /// Each connection's state.
     public var connections: [ConnectionProgress]
+
+    public init(bytesWritten: Int64, totalBytes: Int64?, bytesPerSecond: Double, elapsed: Duration,
+                connections: [ConnectionProgress]) {
+        self.bytesWritten = bytesWritten
+        self.totalBytes = totalBytes
+        self.bytesPerSecond = bytesPerSecond
+        self.elapsed = elapsed
+        self.connections = connections
+    }
 
     /// Connections receiving data right now.
     public var activeConnections: Int { connections.filter { $0.state == .receiving }.count }
 
-    /// Expected seconds left, when size and speed are known.
-    public var estimatedSecondsLeft: Double? {
+    /// Expected time left, when size and speed are known.
+    public var estimatedTimeLeft: Duration? {
         guard let total = totalBytes, bytesPerSecond > 0 else { return nil }
-        return Double(max(0, total - bytesWritten)) / bytesPerSecond
+        return .seconds(Double(max(0, total - bytesWritten)) / bytesPerSecond)
     }
 }
 
@@ -46,6 +57,12 @@ public struct ConnectionProgress: Sendable, Equatable {
     public var state: State
     /// Bytes this connection has written.
     public var bytes: Int64
+
+    public init(id: Int, state: State, bytes: Int64) {
+        self.id = id
+        self.state = state
+        self.bytes = bytes
+    }
 }
 
 /// Final, machine-readable figures of a completed download (`--stats-json`).
@@ -63,6 +80,13 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
         public var bytes: Int64
         public var requests: Int
         public var retries: Int
+
+        public init(id: Int, bytes: Int64, requests: Int, retries: Int) {
+            self.id = id
+            self.bytes = bytes
+            self.requests = requests
+            self.retries = retries
+        }
     }
 
     /// The URL asked for (credentials removed).
@@ -74,7 +98,8 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
     public var mode: Mode
     /// File size in bytes.
     public var size: Int64
-    /// Wall time from start (before the probe) to the file under its final name, in seconds.
+    /// Wall time from start (before the probe) to the file under its final name, in seconds (a
+    /// number, for the JSON form); ``duration`` is the same as a `Duration`.
     public var seconds: Double
     /// Bytes fetched by this run (`size - resumedBytes`) divided by `seconds`.
     public var averageBytesPerSecond: Double
@@ -91,4 +116,26 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
     public var bytesReceived: Int64
     /// Bytes already on disk from an earlier run when this one started.
     public var resumedBytes: Int64
+
+    /// Wall time from start to the file under its final name.
+    public var duration: Duration { .seconds(seconds) }
+
+    public init(url: String, finalURL: String, path: String, mode: Mode, size: Int64, seconds: Double,
+                averageBytesPerSecond: Double, connectionCount: Int, connections: [Connection], requests: Int,
+                retries: Int, splits: Int, bytesReceived: Int64, resumedBytes: Int64) {
+        self.url = url
+        self.finalURL = finalURL
+        self.path = path
+        self.mode = mode
+        self.size = size
+        self.seconds = seconds
+        self.averageBytesPerSecond = averageBytesPerSecond
+        self.connectionCount = connectionCount
+        self.connections = connections
+        self.requests = requests
+        self.retries = retries
+        self.splits = splits
+        self.bytesReceived = bytesReceived
+        self.resumedBytes = resumedBytes
+    }
 }

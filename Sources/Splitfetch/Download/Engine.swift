@@ -94,11 +94,11 @@ struct Engine: Sendable {
         configuration.connections = options.connections
         configuration.minimumSegmentSize = options.minimumSegmentSize
         configuration.split = SegmentTable.SplitPolicy(minimumPiece: options.minimumSplitSize)
-        configuration.retry = RetryPolicy(retries: options.retries, baseDelay: options.retryBaseDelay,
-                                          maximumDelay: options.retryMaximumDelay)
-        configuration.stallTimeout = options.stallTimeout
-        configuration.quickCheckpointInterval = options.quickCheckpointInterval
-        configuration.durableCheckpointInterval = options.checkpointInterval
+        configuration.retry = RetryPolicy(retries: options.retries, baseDelay: options.retryBaseDelay.seconds,
+                                          maximumDelay: options.retryMaximumDelay.seconds)
+        configuration.stallTimeout = options.stallTimeout.seconds
+        configuration.quickCheckpointInterval = options.quickCheckpointInterval.seconds
+        configuration.durableCheckpointInterval = options.checkpointInterval.seconds
         configuration.seed = UInt64.random(in: .min ... .max)
         return configuration
     }

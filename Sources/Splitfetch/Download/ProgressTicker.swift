@@ -1,7 +1,7 @@
 /// Emits ``DownloadEvent/progress(_:)`` every ``DownloadOptions/progressInterval`` from the
 /// connections' live counters, with a smoothed speed.
 struct ProgressTicker: Sendable {
-    let interval: Double
+    let interval: Duration
     let emit: @Sendable (DownloadEvent) -> Void
 
     /// Starts ticking; cancel the task to stop.
@@ -19,7 +19,7 @@ struct ProgressTicker: Sendable {
             var lastTime = 0.0
             var smoothed = 0.0
             while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(Int(interval * 1000)))
+                try? await Task.sleep(for: interval)
                 if Task.isCancelled { break }
                 let now = (clock.now - start).seconds
                 let connections = counters.map(\.progress)
@@ -32,7 +32,7 @@ struct ProgressTicker: Sendable {
                 lastBytes = bytes
                 lastTime = now
                 emit(.progress(DownloadProgress(bytesWritten: base + bytes, totalBytes: total, bytesPerSecond: max(0, smoothed),
-                                                elapsed: now, connections: connections)))
+                                                elapsed: .seconds(now), connections: connections)))
             }
         }
     }

@@ -25,7 +25,7 @@ struct Probe {
         var hops = 0
         while true {
             var request = policy.request(current, method: method, range: range)
-            request.totalTimeout = options.probeTimeout
+            request.totalTimeout = options.probeTimeout.seconds
             let result = await transport.perform(request, sink: sink)
             if result.cancelled { throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))") }
             guard let head = result.head, [301, 302, 303, 307, 308].contains(head.status) else { return (result, current) }

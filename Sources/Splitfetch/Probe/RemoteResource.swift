@@ -21,4 +21,17 @@ public struct RemoteResource: Sendable, Equatable, Codable {
 
     /// Whether the download can use several connections.
     public var isSegmentable: Bool { acceptsRanges && size != nil }
+
+    public init(url: String, finalURL: String, size: Int64?, acceptsRanges: Bool, etag: String?, lastModified: String?,
+                contentType: String?, contentDisposition: String?, probeMethod: String) {
+        self.url = url
+        self.finalURL = finalURL
+        self.size = size
+        self.acceptsRanges = acceptsRanges
+        self.etag = etag
+        self.lastModified = lastModified
+        self.contentType = contentType
+        self.contentDisposition = contentDisposition
+        self.probeMethod = probeMethod
+    }
 }

@@ -27,10 +27,10 @@ struct TransferRequest: Sendable {
         self.range = range
         self.headers = options.headers
         self.userAgent = options.userAgent
-        self.connectTimeout = options.connectTimeout
-        self.stallTimeout = options.stallTimeout
+        self.connectTimeout = options.connectTimeout.seconds
+        self.stallTimeout = options.stallTimeout.seconds
         self.insecure = options.insecure
-        self.caCertificatePath = options.caCertificatePath
+        self.caCertificatePath = options.caCertificatePath?.string
     }
 }
 
