@@ -36,6 +36,8 @@ let package = Package(
                 "CShims",
                 "SegmentPlanning",
                 .product(name: "SystemPackage", package: "swift-system"),
+                // pthread-based locks: visible to ThreadSanitizer, unlike Synchronization.Mutex's futex.
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -53,6 +55,7 @@ let package = Package(
             dependencies: [
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

@@ -77,7 +77,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var request = parse(head.uri)
         let keepAlive = head.isKeepAlive
         let isHead = head.method == .HEAD
-        counters.recorded.withLock {
+        counters.recorded.withLockedValue {
             $0.append(.init(method: head.method.rawValue, uri: head.uri,
                             headers: head.headers.map { ($0.name.lowercased(), $0.value) }))
         }
@@ -118,7 +118,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         var seed = request.query["seed"].flatMap { UInt64($0) } ?? 0
         var q = request.query
-        if let variant = counters.variants.withLock({ $0[request.path] }) {
+        if let variant = counters.variants.withLockedValue({ $0[request.path] }) {
             seed = variant.seed
             q["etag"] = variant.etag
         }
@@ -135,7 +135,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         // If-Range (RFC 9110 §13.1.5): a validator that no longer matches gets the whole new file.
         let ifRangeMatches = head.headers.first(name: "If-Range").map { $0 == etag } ?? true
         var honourRanges = q["norange"] != "1" && ifRangeMatches
-        if let after = q["rangeafter"].flatMap(Int.init), counters.rangeRequests.withLock({ $0[head.uri] ?? 0 }) >= after {
+        if let after = q["rangeafter"].flatMap(Int.init), counters.rangeRequests.withLockedValue({ $0[head.uri] ?? 0 }) >= after {
             honourRanges = false  // ranges worked for the first requests only
         }
 
@@ -143,7 +143,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         let rangeHeader = head.headers.first(name: "Range")
         var fault: String?
         if !isHead, let rangeHeader, rangeHeader != "bytes=0-0" {
-            let index = counters.rangeRequests.withLock { counts in
+            let index = counters.rangeRequests.withLockedValue { counts in
                 counts[head.uri, default: 0] += 1
                 return counts[head.uri]!
             }

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -78,10 +79,10 @@ public final class TestServer: Sendable {
         let requests = Atomic<Int>(0)
         let bodyBytes = Atomic<Int64>(0)
         /// Path → (seed, ETag) replacing what the URL says: a file that changes on the server.
-        let variants = Mutex<[String: (seed: UInt64, etag: String)]>([:])
-        let recorded = Mutex<[RecordedRequest]>([])
+        let variants = NIOLockedValueBox<[String: (seed: UInt64, etag: String)]>([:])
+        let recorded = NIOLockedValueBox<[RecordedRequest]>([])
         /// Range requests seen per URI (not counting `bytes=0-0` probes), for scripted faults.
-        let rangeRequests = Mutex<[String: Int]>([:])
+        let rangeRequests = NIOLockedValueBox<[String: Int]>([:])
         /// Responses whose body is being sent right now.
         let inflight = Atomic<Int>(0)
     }
@@ -99,7 +100,7 @@ public final class TestServer: Sendable {
     }
 
     /// Every request received so far, in order.
-    public var recordedRequests: [RecordedRequest] { counters.recorded.withLock { $0 } }
+    public var recordedRequests: [RecordedRequest] { counters.recorded.withLockedValue { $0 } }
 
     let configuration: Configuration
     let counters = Counters()
@@ -158,7 +159,7 @@ public final class TestServer: Sendable {
     /// Makes `path` (e.g. `/size/100/file.bin`) serve the content of `seed` with `etag` from now
     /// on, whatever its query says: the file "changes on the server".
     public func changeContent(path: String, seed: UInt64, etag: String) {
-        counters.variants.withLock { $0[path] = (seed, etag) }
+        counters.variants.withLockedValue { $0[path] = (seed, etag) }
     }
 
     /// What the server has done so far.

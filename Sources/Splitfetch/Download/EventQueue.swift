@@ -1,4 +1,4 @@
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// A many-producer, one-consumer queue of events for a download's driver.
 ///
@@ -11,11 +11,11 @@ final class EventQueue<Event: Sendable>: Sendable {
         var waiter: CheckedContinuation<Event, Never>?
     }
 
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
 
     /// Adds an event; wakes the consumer if it waits.
     func post(_ event: Event) {
-        let waiter = state.withLock { s -> CheckedContinuation<Event, Never>? in
+        let waiter = state.withLockedValue { s -> CheckedContinuation<Event, Never>? in
             if let waiter = s.waiter {
                 s.waiter = nil
                 return waiter
@@ -29,7 +29,7 @@ final class EventQueue<Event: Sendable>: Sendable {
     /// The oldest event, waiting for one if there is none. One consumer at a time.
     func next() async -> Event {
         await withCheckedContinuation { continuation in
-            let ready = state.withLock { s -> Event? in
+            let ready = state.withLockedValue { s -> Event? in
                 guard s.head < s.buffer.count else {
                     precondition(s.waiter == nil, "EventQueue has one consumer")
                     s.waiter = continuation

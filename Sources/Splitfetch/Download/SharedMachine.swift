@@ -1,14 +1,14 @@
+import NIOConcurrencyHelpers
 import SegmentPlanning
-import Synchronization
 
 /// The download's ``DownloadMachine`` behind a lock, shared by the driver (events) and the
 /// transport thread's write callbacks (claims and commits). Every access is a short critical
 /// section with no I/O inside; actions are performed after leaving it.
 final class SharedMachine: Sendable {
-    private let machine: Mutex<DownloadMachine>
+    private let machine: NIOLockedValueBox<DownloadMachine>
     private let origin = ContinuousClock.now
 
-    init(_ machine: DownloadMachine) { self.machine = Mutex(machine) }
+    init(_ machine: DownloadMachine) { self.machine = NIOLockedValueBox(machine) }
 
     /// Seconds since the download's driver started: the one clock for every time the machine is given.
     func now() -> Double { (ContinuousClock.now - origin).seconds }
@@ -19,6 +19,6 @@ final class SharedMachine: Sendable {
     }
 
     func withLock<R: Sendable>(_ body: (inout DownloadMachine) -> R) -> R {
-        machine.withLock { body(&$0) }
+        machine.withLockedValue { body(&$0) }
     }
 }

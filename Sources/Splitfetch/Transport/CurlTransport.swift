@@ -1,5 +1,6 @@
 import CCurl
 import CShims
+import NIOConcurrencyHelpers
 import Synchronization
 
 #if canImport(Glibc)
@@ -25,7 +26,7 @@ final class CurlTransport: Sendable {
         case cancel(Transfer)
     }
 
-    private struct Inbox: ~Copyable {
+    private struct Inbox {
         var messages: [Message] = []
         var shuttingDown = false
         /// The multi handle's address, once the transport thread has made it (0 before). Only
@@ -43,7 +44,7 @@ final class CurlTransport: Sendable {
         var multi: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(bitPattern: multiAddress) }
     }
 
-    private let inbox = Mutex(Inbox())
+    private let inbox = NIOLockedValueBox(Inbox())
     private let nextID = Atomic<UInt64>(1)
 
     /// Starts the transport thread. libcurl's set-up (the first time in the process) happens on
@@ -56,7 +57,7 @@ final class CurlTransport: Sendable {
 
     deinit {
         // The transport thread holds a reference until it returns, so it has ended.
-        if let multi = inbox.withLock({ $0.multi }) { curl_multi_cleanup(multi) }
+        if let multi = inbox.withLockedValue({ $0.multi }) { curl_multi_cleanup(multi) }
     }
 
     /// Performs one transfer; returns when it ends (never throws: the result says how it ended).
@@ -80,7 +81,7 @@ final class CurlTransport: Sendable {
     /// when this returns no thread of the transport is inside libcurl.
     func shutdown() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let (ended, multi) = inbox.withLock { box -> (Bool, UnsafeMutableRawPointer?) in
+            let (ended, multi) = inbox.withLockedValue { box -> (Bool, UnsafeMutableRawPointer?) in
                 box.shuttingDown = true
                 if box.loopEnded { return (true, nil) }
                 box.endWaiters.append(continuation)
@@ -97,7 +98,7 @@ final class CurlTransport: Sendable {
 
     /// Asks the transport thread to end without waiting (for `deinit`s, which cannot wait).
     func requestShutdown() {
-        let multi = inbox.withLock { box in
+        let multi = inbox.withLockedValue { box in
             box.shuttingDown = true
             return box.loopEnded ? nil : box.multi
         }
@@ -106,7 +107,7 @@ final class CurlTransport: Sendable {
 
     /// Called by the transport thread as its last act: wakes every ``shutdown()``.
     private func loopDidEnd() {
-        let waiters = inbox.withLock { box in
+        let waiters = inbox.withLockedValue { box in
             box.loopEnded = true
             defer { box.endWaiters = [] }
             return box.endWaiters
@@ -121,7 +122,7 @@ final class CurlTransport: Sendable {
     }
 
     private func post(_ message: Message) {
-        let acceptance = inbox.withLock { box -> Acceptance in
+        let acceptance = inbox.withLockedValue { box -> Acceptance in
             if box.shuttingDown { return .shuttingDown }
             if let failure = box.unusable { return .unusable(failure) }
             box.messages.append(message)
@@ -139,7 +140,7 @@ final class CurlTransport: Sendable {
     }
 
     private func takeMessages() -> (messages: [Message], shuttingDown: Bool) {
-        inbox.withLock { box in
+        inbox.withLockedValue { box in
             let taken = box.messages
             box.messages = []
             return (taken, box.shuttingDown)
@@ -184,7 +185,7 @@ final class CurlTransport: Sendable {
                     failure = "curl_multi_init failed"
                 }
             }
-            let waiting = transport.inbox.withLock { box -> [Message] in
+            let waiting = transport.inbox.withLockedValue { box -> [Message] in
                 box.multiAddress = UInt(bitPattern: multi)
                 box.unusable = failure
                 guard failure != nil else { return [] }
