@@ -74,6 +74,8 @@ let package = Package(
             dependencies: ["DownloadSimulation", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
+        // libFuzzer targets for the parsers of untrusted input (scripts/fuzz).
+        .executableTarget(name: "sf-fuzz", dependencies: ["Splitfetch", "SegmentPlanning"], swiftSettings: strict),
         .testTarget(name: "SegmentPlanningTests", dependencies: ["SegmentPlanning", "DownloadSimulation"],
                     swiftSettings: strict),
         .testTarget(

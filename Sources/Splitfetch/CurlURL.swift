@@ -6,7 +6,7 @@ import CCurl
 /// decision made on the scan could send credentials to a host libcurl then connects to.
 ///
 /// Thread safety: a value; each parse uses a handle of its own.
-struct CurlURL: Sendable, Equatable {
+package struct CurlURL: Sendable, Equatable {
     /// The scheme, lowercased.
     let scheme: String
     /// The host as libcurl connects to it, lowercased; IPv6 literals in brackets.
@@ -18,10 +18,10 @@ struct CurlURL: Sendable, Equatable {
     let password: String?
 
     /// `scheme://host:port`.
-    var origin: String { "\(scheme)://\(host):\(port)" }
+    package var origin: String { "\(scheme)://\(host):\(port)" }
 
     /// Parses `text`; `nil` when libcurl refuses it or it has no host.
-    init?(_ text: String) {
+    package init?(_ text: String) {
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
         guard curl_url_set(handle, CURLUPART_URL, text, 0) == CURLUE_OK else { return nil }

@@ -58,7 +58,8 @@ public func safeFileName(_ name: String) -> String? {
     var base = Substring(name)
     if let cut = base.lastIndex(where: { $0 == "/" || $0 == "\\" }) { base = base[base.index(after: cut)...] }
     var cleaned = String(base.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.map(Character.init))
-    while cleaned.hasPrefix(".") { cleaned.removeFirst() }
+    // Dots and spaces in any mix: " . x" must not become the hidden ". x" (a fuzzer found it).
+    while let first = cleaned.first, first == "." || first == " " || first == "\t" { cleaned.removeFirst() }
     cleaned = cleaned.trimmingSpaces()
     guard !cleaned.isEmpty else { return nil }
     while cleaned.utf8.count > 255 { cleaned.removeLast() }

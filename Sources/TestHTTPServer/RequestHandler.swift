@@ -149,7 +149,9 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
             let every = q["faultevery"].flatMap(Int.init) ?? 1
             let skip = q["faultskip"].flatMap(Int.init) ?? 0
-            if let f = q["fault"], index > skip, every > 0, (index - skip) % every == 0 {
+            // Only the first `faultuntil` range requests of this URI fault: the rest are healthy.
+            let until = q["faultuntil"].flatMap(Int.init) ?? Int.max
+            if let f = q["fault"], index > skip, index <= until, every > 0, (index - skip) % every == 0 {
                 // A comma-separated list mixes faults: each faulted request takes the next one.
                 let kinds = f.split(separator: ",").map(String.init)
                 fault = kinds.isEmpty ? nil : kinds[((index - skip) / every) % kinds.count]

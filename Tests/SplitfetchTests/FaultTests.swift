@@ -164,7 +164,9 @@ struct FaultTests {
     @Test func busyServerReducesTheConnectionCount() async throws {
         try await withServer(.init(rateLimit: 4 << 20)) { server in
             try await withTemporaryDirectory { dir in
-                let download = Download(server.url(size: Self.size, query: ["maxconn": "2"]), to: FilePath(dir + "/f"), options: Self.options())
+                // The third and fourth range requests get 503 while the first two still stream.
+                let busy = ["fault": "busy", "faultskip": "2", "faultuntil": "4"]
+                let download = Download(server.url(size: Self.size, query: busy), to: FilePath(dir + "/f"), options: Self.options())
                 let reduced = Task { () -> Int? in
                     var lowest: Int?
                     for await event in download.events {

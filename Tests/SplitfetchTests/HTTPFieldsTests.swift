@@ -28,6 +28,10 @@ struct HTTPFieldsTests {
         #expect(HTTPFields.retryAfter("Thu, 01 Jan 1970 00:00:30 GMT", now: 10) == 20)
         #expect(HTTPFields.httpDate("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
         #expect(HTTPFields.retryAfter("soon", now: 0) == nil)
+        // Found by scripts/fuzz: a year of 19 digits overflowed the date arithmetic and trapped.
+        #expect(HTTPFields.retryAfter("Wed, 21 Oct 2026888888888888888 07:28:00 GMT", now: 0) == nil)
+        #expect(HTTPFields.httpDate("Fri, 31 Dec 9999 23:59:60 GMT") != nil)
+        #expect(HTTPFields.httpDate("Sun, 06 Nov 1994 24:00:00 GMT") == nil)
     }
 
     private func head(_ status: Int, _ fields: [(String, String)]) -> ResponseHead {
@@ -113,6 +117,10 @@ struct URLTextTests {
         #expect(safeFileName("") == nil)
         #expect(safeFileName("x\u{1}y\n") == "xy")
         #expect(safeFileName(".hidden") == "hidden")
+        // Found by scripts/fuzz: dots behind a space survived as a hidden name.
+        #expect(safeFileName("\u{0} . nli") == "nli")
+        #expect(safeFileName(" .. .x") == "x")
+        #expect(ContentDisposition.fileName("inlinie; filename=\"./\u{0} . nli\"").flatMap(safeFileName) == "nli")
         #expect((safeFileName(String(repeating: "é", count: 300))?.utf8.count ?? 0) <= 255)
     }
 }

@@ -232,7 +232,9 @@ struct ResumeTests {
             try await withTemporaryDirectory { dir in
                 let size: Int64 = 8 << 20
                 let path = dir + "/c.bin"
-                let url = server.url(size: size, name: "c.bin")
+                // The first four range requests stall after 512 KiB, so the interruption always
+                // lands before the end, however slow the machine; later requests are healthy.
+                let url = server.url(size: size, name: "c.bin", query: ["fault": "stall", "faultbytes": "524288", "faultuntil": "4"])
                 let first = await interrupt(url, to: path, options: testOptions(connections: 4), after: 1 << 20)
                 #expect(first?.code == .interrupted)
                 server.changeContent(path: "/size/\(size)/c.bin", seed: 99, etag: "v2")
@@ -299,7 +301,10 @@ struct ResumeTests {
         try await withServer(.init(rateLimit: 1 << 20)) { server in
             try await withTemporaryDirectory { dir in
                 let path = dir + "/u.bin"
-                _ = await interrupt(server.url(size: 4 << 20, name: "a.bin"), to: path, options: testOptions(connections: 2), after: 64 << 10)
+                let stalling = ["fault": "stall", "faultbytes": "65536", "faultuntil": "2"]
+                let first = await interrupt(server.url(size: 4 << 20, name: "a.bin", query: stalling), to: path,
+                                            options: testOptions(connections: 2), after: 64 << 10)
+                #expect(first?.code == .interrupted)
                 let error = await failure(server.url(size: 4 << 20, name: "b.bin"), to: path, options: testOptions())
                 #expect(error?.code == .resumeConflict)
                 #expect(error?.message.contains("a.bin") == true)

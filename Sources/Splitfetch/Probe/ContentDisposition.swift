@@ -1,9 +1,9 @@
 /// Reading a file name from `Content-Disposition` (RFC 6266), without trusting it: callers pass
 /// the result through ``safeFileName(_:)``.
-enum ContentDisposition {
+package enum ContentDisposition {
     /// The `filename*` (RFC 8187, UTF-8 or ISO-8859-1) or else `filename` parameter, decoded;
     /// `nil` when absent or malformed.
-    static func fileName(_ header: String) -> String? {
+    package static func fileName(_ header: String) -> String? {
         var plain: String?
         var extended: String?
         for parameter in parameters(header) {

@@ -1,10 +1,10 @@
-import SegmentPlanning
+package import SegmentPlanning
 
 /// Parsers for the header fields that decide what gets written where. Strict on purpose: a value
 /// that is not exactly well formed is rejected rather than guessed at.
-enum HTTPFields {
+package enum HTTPFields {
     /// A parsed `Content-Range` value.
-    enum ContentRange: Equatable {
+    package enum ContentRange: Equatable {
         /// `bytes first-last/total`; `total` is `nil` for `*`.
         case range(ByteRange, total: Int64?)
         /// `bytes */total` (sent with 416).
@@ -21,7 +21,7 @@ enum HTTPFields {
     ///
     /// - Returns: `.success(nil)` when absent, `.success(n)` when every value is the same valid
     ///   number, `.failure` when a value is malformed, negative, too large, or values disagree.
-    static func contentLength(_ values: [String]) -> Result<Int64?, DownloadError> {
+    package static func contentLength(_ values: [String]) -> Result<Int64?, DownloadError> {
         if values.isEmpty { return .success(nil) }
         var found: Int64?
         for value in values {
@@ -40,7 +40,7 @@ enum HTTPFields {
     }
 
     /// Parses `Content-Range` (RFC 9110 §14.4); `nil` when malformed.
-    static func contentRange(_ value: String) -> ContentRange? {
+    package static func contentRange(_ value: String) -> ContentRange? {
         let v = value.trimmingSpaces()
         guard v.hasPrefix("bytes ") else { return nil }
         let spec = v.dropFirst(6).trimmingPrefixSpaces()
@@ -67,7 +67,7 @@ enum HTTPFields {
 
     /// Parses a `Retry-After` value (delay-seconds or an HTTP date) received at wall-clock second
     /// `receivedAt`; `nil` when malformed.
-    static func retryAfterValue(_ value: String, receivedAt: Int64) -> RetryAfter? {
+    package static func retryAfterValue(_ value: String, receivedAt: Int64) -> RetryAfter? {
         let v = value.trimmingSpaces()
         if let seconds = parseDecimal(v) { return .seconds(seconds) }
         if let date = httpDate(v) { return .date(date, receivedAt: receivedAt) }
@@ -83,6 +83,10 @@ enum HTTPFields {
               let year = Int64(parts[3]) else { return nil }
         let hms = parts[4].split(separator: ":")
         guard hms.count == 3, let h = Int64(hms[0]), let m = Int64(hms[1]), let s = Int64(hms[2]) else { return nil }
+        // An IMF-fixdate has a four-digit year; anything larger would overflow the arithmetic below
+        // (a fuzzer found that a 19-digit year trapped).
+        guard (1...9999).contains(year), (1...31).contains(day), (0...23).contains(h), (0...59).contains(m),
+              (0...60).contains(s) else { return nil }
         // Days from civil (Howard Hinnant's algorithm).
         let month = Int64(monthIndex + 1)
         let y = month <= 2 ? year - 1 : year

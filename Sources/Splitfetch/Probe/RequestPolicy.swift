@@ -1,10 +1,10 @@
-import SegmentPlanning
+package import SegmentPlanning
 
 /// What each request may carry. Credentials (from the URL's `user:password@` or the options) and
 /// the headers `Authorization`, `Cookie` and `Proxy-Authorization` go only to the origin — scheme,
 /// host and port — of the URL the caller gave; never to a redirect target or mirror elsewhere.
 /// Origins are read by libcurl's own parser (``CurlURL``), the one it connects with.
-struct RequestPolicy: Sendable {
+package struct RequestPolicy: Sendable {
     /// Header names that carry secrets.
     static let sensitiveHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
 
@@ -14,7 +14,7 @@ struct RequestPolicy: Sendable {
     let credentials: Credentials?
     let options: DownloadOptions
 
-    init(url rawURL: String, options: DownloadOptions) {
+    package init(url rawURL: String, options: DownloadOptions) {
         self.url = redactedURL(rawURL)
         let parsed = CurlURL(rawURL)
         self.origin = parsed?.origin
@@ -23,7 +23,7 @@ struct RequestPolicy: Sendable {
     }
 
     /// A request to `target` with what the policy allows there.
-    func request(_ target: String, method: TransferRequest.Method = .get, range: ByteRange? = nil) -> TransferRequest {
+    package func request(_ target: String, method: TransferRequest.Method = .get, range: ByteRange? = nil) -> TransferRequest {
         var request = TransferRequest(url: target, method: method, range: range, options: options)
         let sameOrigin = origin != nil && CurlURL(target)?.origin == origin
         if sameOrigin {
@@ -38,7 +38,7 @@ struct RequestPolicy: Sendable {
     }
 
     /// Checks one redirect hop; returns the error that stops it, if any.
-    func checkRedirect(from current: String, to next: String) -> DownloadError? {
+    package func checkRedirect(from current: String, to next: String) -> DownloadError? {
         if let scheme = CurlURL.scheme(of: next), scheme != "http" && scheme != "https" {
             return DownloadError(.network, "\(redactedURL(current)): redirect to \(redactedURL(next)) refused: only http and https are followed")
         }

@@ -98,11 +98,11 @@ public struct Manifest: Codable, Sendable, Equatable {
 /// stored: `jq . NAME.part.json` reads both as a JSON sequence, and a damaged manifest that is
 /// still valid JSON is caught without re-encoding anything. Version 1 files (earlier builds) keep
 /// their checksum inside, over the compact sorted-key JSON, and are still read.
-enum ManifestCodec {
+package enum ManifestCodec {
     private static let trailerPrefix = Array("{\"crc32\" : \"".utf8)
 
     /// The manifest as saved (version 2), ending in a newline.
-    static func encode(_ manifest: Manifest) -> [UInt8] {
+    package static func encode(_ manifest: Manifest) -> [UInt8] {
         var current = manifest
         current.version = Manifest.currentVersion
         current.checksum = nil
@@ -145,7 +145,7 @@ enum ManifestCodec {
     ///
     /// - Parameter path: named in errors.
     /// - Throws: ``DownloadError`` with code `badManifest`, naming the path and the problem.
-    static func decode(_ bytes: [UInt8], path: String) throws(DownloadError) -> Manifest {
+    package static func decode(_ bytes: [UInt8], path: String) throws(DownloadError) -> Manifest {
         func bad(_ problem: String) -> DownloadError {
             DownloadError(.badManifest, "manifest \(path) \(problem); start over to discard it", remedy: .restart)
         }
@@ -185,7 +185,7 @@ enum ManifestCodec {
     }
 
     /// The first inconsistency in a manifest's numbers, or `nil`.
-    static func problem(in m: Manifest) -> String? {
+    package static func problem(in m: Manifest) -> String? {
         if m.size < 0 { return "has a negative size" }
         if m.minimumSegmentSize < 1 { return "has a minimum segment size below 1" }
         if m.size > 0 && m.segments.isEmpty { return "has no segments" }

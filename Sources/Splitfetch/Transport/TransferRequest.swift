@@ -1,8 +1,8 @@
 import SegmentPlanning
 
 /// One HTTP request for the transport to perform.
-struct TransferRequest: Sendable {
-    enum Method: Sendable { case get, head }
+package struct TransferRequest: Sendable {
+    package enum Method: Sendable { case get, head }
 
     var url: String
     var method: Method = .get
@@ -17,7 +17,7 @@ struct TransferRequest: Sendable {
     /// Whole-transfer limit, for probes.
     var totalTimeout: Double?
     /// Credentials for this request (already checked against the origin policy).
-    var credentials: Credentials?
+    package var credentials: Credentials?
     var insecure: Bool
     var caCertificatePath: String?
 
