@@ -17,23 +17,23 @@ struct InputOptions: ParsableArguments {
     @Argument(help: "The http or https URL(s) to download.")
     var urls: [String] = []
 
-    @Option(name: [.customShort("i"), .long], help: ArgumentHelp("Read URLs from FILE, one per line ('-' for standard input).",
+    @Option(name: [.customShort("i"), .long], parsing: .unconditional, help: ArgumentHelp("Read URLs from FILE, one per line ('-' for standard input).",
                                                                   valueName: "file"))
     var inputFile: String?
 
     @Option(name: [.customShort("j", allowingJoined: true), .long],
-            help: ArgumentHelp("Files downloaded at the same time when there are several URLs.", valueName: "n"))
+            parsing: .unconditional, help: ArgumentHelp("Files downloaded at the same time when there are several URLs.", valueName: "n"))
     var jobs = 1
 }
 
 /// Where the file goes and what is kept.
 struct OutputOptions: ParsableArguments {
     @Option(name: [.customShort("o", allowingJoined: true), .long],
-            help: ArgumentHelp("Output file name (default: the last path component of the URL).", valueName: "name"))
+            parsing: .unconditional, help: ArgumentHelp("Output file name (default: the last path component of the URL).", valueName: "name"))
     var output: String?
 
     @Option(name: [.customShort("d", allowingJoined: true), .long],
-            help: ArgumentHelp("Directory for the output; a relative --output is taken inside it.", valueName: "dir"))
+            parsing: .unconditional, help: ArgumentHelp("Directory for the output; a relative --output is taken inside it.", valueName: "dir"))
     var directory: String?
 
     @Flag(name: [.customShort("f"), .long], help: "Replace an existing output file.")
@@ -45,17 +45,17 @@ struct OutputOptions: ParsableArguments {
     @Flag(help: "Discard a partial file and manifest from an earlier run and start over.")
     var restart = false
 
-    @Option(help: ArgumentHelp("Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.",
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.",
                                valueName: "seconds"))
     var checkpointInterval = Seconds(defaults.checkpointInterval)
 
     @Flag(help: "Name the file from the server's Content-Disposition (reduced to a safe base name).")
     var contentDisposition = false
 
-    @Option(help: ArgumentHelp("Refuse files larger than this, e.g. 4G.", valueName: "size"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Refuse files larger than this, e.g. 4G.", valueName: "size"))
     var maxSize: ByteSize?
 
-    @Option(help: ArgumentHelp("Write final statistics as JSON to this file.", valueName: "file"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Write final statistics as JSON to this file.", valueName: "file"))
     var statsJson: String?
 
     @Flag(name: [.customShort("q"), .long], help: "Print nothing but errors.")
@@ -65,43 +65,43 @@ struct OutputOptions: ParsableArguments {
 /// How the file is fetched.
 struct TransferOptions: ParsableArguments {
     @Option(name: [.customShort("n", allowingJoined: true), .long],
-            help: ArgumentHelp("Parallel connections (1-\(DownloadOptions.maximumConnections)).", valueName: "n"))
+            parsing: .unconditional, help: ArgumentHelp("Parallel connections (1-\(DownloadOptions.maximumConnections)).", valueName: "n"))
     var connections = defaults.connections
 
-    @Option(help: ArgumentHelp("Smallest initial range per connection, e.g. 1M, 512K.", valueName: "size"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Smallest initial range per connection, e.g. 1M, 512K.", valueName: "size"))
     var minSegmentSize = ByteSize(defaults.minimumSegmentSize)
 
     @Option(name: [.customShort("H", allowingJoined: true), .customLong("header")],
-            help: ArgumentHelp("Extra request header 'Name: value' (repeatable).", valueName: "header"))
+            parsing: .unconditionalSingleValue, help: ArgumentHelp("Extra request header 'Name: value' (repeatable).", valueName: "header"))
     var headers: [String] = []
 
-    @Option(help: ArgumentHelp("User-Agent header.", valueName: "text"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("User-Agent header.", valueName: "text"))
     var userAgent = defaults.userAgent
 
-    @Option(help: ArgumentHelp("Retries per failed request.", valueName: "n"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Retries per failed request.", valueName: "n"))
     var retries = defaults.retries
 
-    @Option(help: ArgumentHelp("Seconds to wait for a connection.", valueName: "seconds"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds to wait for a connection.", valueName: "seconds"))
     var connectTimeout = Seconds(defaults.connectTimeout)
 
-    @Option(help: ArgumentHelp("Seconds without data before a connection is replaced.", valueName: "seconds"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds without data before a connection is replaced.", valueName: "seconds"))
     var stallTimeout = Seconds(defaults.stallTimeout)
 
-    @Option(help: ArgumentHelp("Seconds to wait for the HEAD probe before probing with a ranged GET.", valueName: "seconds"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds to wait for the HEAD probe before probing with a ranged GET.", valueName: "seconds"))
     var probeTimeout = Seconds(defaults.probeTimeout)
 }
 
 /// Credentials and TLS.
 struct SecurityOptions: ParsableArguments {
     @Option(name: [.customShort("u", allowingJoined: true), .long],
-            help: ArgumentHelp("USER:PASSWORD for HTTP authentication; sent only to the URL's own origin.",
+            parsing: .unconditional, help: ArgumentHelp("USER:PASSWORD for HTTP authentication; sent only to the URL's own origin.",
                                valueName: "user:password"))
     var user: String?
 
     @Flag(name: [.customShort("k"), .long], help: "Do not verify TLS certificates or host names (unsafe).")
     var insecure = false
 
-    @Option(help: ArgumentHelp("PEM file of CA certificates to verify the server with.", valueName: "file"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("PEM file of CA certificates to verify the server with.", valueName: "file"))
     var cacert: String?
 
     @Flag(name: .customLong("allow-https-downgrade"), help: "Follow redirects from https to http.")

@@ -153,8 +153,10 @@ struct DownloadTests {
                 for await event in download.events {
                     if case .progress(let p) = event, p.bytesWritten > 0 { break }
                 }
-                let clock = ContinuousClock()
-                let cancelledAt = clock.now
+                // That the stop is prompt (every transfer aborted at once, no waiting for a stall
+                // timeout) is the core's decision, shown by DownloadMachineTests'
+                // cancelStopsEveryTransferThenSavesAFinalCheckpoint on a virtual clock; here the
+                // 64 KiB/s server would take over 15 minutes, so an ignored cancel cannot pass.
                 task.cancel()
                 do {
                     _ = try await task.value
@@ -162,7 +164,6 @@ struct DownloadTests {
                 } catch let error as DownloadError {
                     #expect(error.code == .interrupted)
                 }
-                #expect(clock.now - cancelledAt < .seconds(5))
                 #expect(!fileExists(path))
                 #expect(fileExists(path + ".part") && fileExists(path + ".part.json"))
             }
