@@ -63,24 +63,24 @@ public struct DownloadMachine: Sendable {
     /// How the file is fetched, once decided.
     public private(set) var mode: Mode?
     /// The segments (segmented mode).
-    public private(set) var table: SegmentTable?
+    public internal(set) var table: SegmentTable?
 
     var slots: [Slot] = []
     var transfers: [TransferID: Transfer] = [:]
-    private var nextTransferID = 1
-    private var nextCheckpointID = 1
-    private var random: SplitMix64
-    private var storage: Storage = .none
-    private var checkpointInFlight: CheckpointInFlight?
-    private var finalCheckpointID: Int?
-    private var saveOnStop = true
+    var nextTransferID = 1
+    var nextCheckpointID = 1
+    var random: SplitMix64
+    var storage: Storage = .none
+    var checkpointInFlight: CheckpointInFlight?
+    var finalCheckpointID: Int?
+    var saveOnStop = true
     /// Segment start → offset known to be on disk (synced).
-    private var durableOffsets: [Int64: Int64]
-    private var nextQuick: Double?
-    private var nextDurable: Double?
-    private var scheduledWake: Double?
-    private var mayRestartOnSizeMismatch: Bool
-    private var streamComplete = false
+    var durableOffsets: [Int64: Int64]
+    var nextQuick: Double?
+    var nextDurable: Double?
+    var scheduledWake: Double?
+    var mayRestartOnSizeMismatch: Bool
+    var streamComplete = false
 
     /// A fresh download: nothing on disk yet.
     public init(configuration: Configuration) {
@@ -395,118 +395,5 @@ public struct DownloadMachine: Sendable {
         }
         scheduleWake(now: now, into: &actions)
         return actions
-    }
-
-    private mutating func abortStalled(now: Double, into actions: inout [Action]) {
-        // In id order: a dictionary's order differs between processes, decisions must not.
-        let stalled = transfers.values.filter {
-            $0.abortReason == nil && now >= $0.lastProgressAt + configuration.stallTimeout  // as the wake is computed
-        }.map(\.id).sorted()
-        for id in stalled {
-            transfers[id]!.abortReason = .stalled
-            actions.append(.abort(id, .stalled))
-        }
-    }
-
-    private mutating func abortAll(into actions: inout [Action]) {
-        for (id, transfer) in transfers.sorted(by: { $0.key < $1.key }) where transfer.abortReason == nil {
-            transfers[id]!.abortReason = .stopping
-            actions.append(.abort(id, .stopping))
-        }
-    }
-
-    /// Gives every idle connection a range: an untaken one, or part of a range in flight, or a
-    /// stalled or hopelessly slow owner's remainder whole (that owner is then aborted). The
-    /// fastest idle connection asks first; one that is refused does not stop a faster one.
-    private mutating func assignIdleConnections(now: Double, into actions: inout [Action]) {
-        let idle = slots.indices.filter { slots[$0].state == .idle }
-            .sorted { (slots[$0].lastRate ?? -1, -$0) > (slots[$1].lastRate ?? -1, -$1) }
-        for index in idle {
-            let id = nextTransferID
-            guard let assignment = table!.assign(transfer: id, now: now, rate: slots[index].lastRate) else { continue }
-            if let displaced = assignment.displacedOwner, transfers[displaced] != nil, transfers[displaced]!.abortReason == nil {
-                transfers[displaced]!.abortReason = .takenOver
-                actions.append(.abort(displaced, .takenOver))
-            }
-            actions.append(.start(startTransfer(connection: index, segment: assignment.segment, range: assignment.range,
-                                                isSplit: assignment.isSplit, now: now)))
-        }
-    }
-
-    private mutating func startTransfer(connection: Int, segment: Int?, range: ByteRange?, isSplit: Bool,
-                                        now: Double) -> TransferStart {
-        let id = nextTransferID
-        nextTransferID += 1
-        transfers[id] = Transfer(id: id, connection: connection, segment: segment, range: range, startedAt: now,
-                                 lastProgressAt: now, offset: range?.lowerBound ?? 0, abortReason: nil)
-        slots[connection].state = .busy(id)
-        slots[connection].requests += 1
-        return TransferStart(id: id, connection: connection, source: 0, range: range, useIfRange: range != nil,
-                             isSplit: isSplit)
-    }
-
-    // MARK: - Checkpoints
-
-    private mutating func checkpointIfDue(now: Double, into actions: inout [Action]) {
-        guard checkpointInFlight == nil, storage == .ready else { return }
-        let quick = configuration.quickCheckpointInterval
-        if let due = nextDurable, now >= due {
-            nextDurable = now + configuration.durableCheckpointInterval
-            if nextQuick != nil { nextQuick = now + quick }
-            actions.append(.checkpoint(makeCheckpoint(durable: true)))
-        } else if let due = nextQuick, now >= due {
-            nextQuick = now + quick
-            actions.append(.checkpoint(makeCheckpoint(durable: false)))
-        }
-    }
-
-    /// A snapshot of the written offsets. A durable one claims them as on disk (the driver syncs
-    /// before saving); a quick one claims only what the last durable one did, the rest as cached.
-    private mutating func makeCheckpoint(durable: Bool) -> Checkpoint {
-        let id = nextCheckpointID
-        nextCheckpointID += 1
-        let snapshot = table!.progressSnapshot()
-        var offsets: [Int64: Int64] = [:]
-        let segments = snapshot.map { entry -> Checkpoint.Segment in
-            let start = entry.range.lowerBound
-            offsets[start] = entry.written
-            let onDisk = durable ? entry.written : min(durableOffsets[start] ?? start, entry.written)
-            return Checkpoint.Segment(start: start, end: entry.range.upperBound, written: onDisk,
-                                      cached: entry.written > onDisk ? entry.written : nil)
-        }
-        checkpointInFlight = CheckpointInFlight(id: id, durable: durable, offsets: offsets)
-        return Checkpoint(id: id, durable: durable, segments: segments)
-    }
-
-    // MARK: - Time
-
-    /// Asks for a tick at the next moment something is due: a retry, a stall deadline, an idle
-    /// connection's next look, a checkpoint.
-    private mutating func scheduleWake(now: Double, into actions: inout [Action]) {
-        var next: Double?
-        func consider(_ t: Double?) {
-            guard let t else { return }
-            next = min(next ?? t, t)
-        }
-        for slot in slots {
-            if case .waiting(let until) = slot.state { consider(until) }
-        }
-        for transfer in transfers.values where transfer.abortReason == nil {
-            consider(transfer.lastProgressAt + configuration.stallTimeout)
-        }
-        if phase == .running, case .segmented = mode {
-            if !transfers.isEmpty, slots.contains(where: { $0.state == .idle }) {
-                consider(now + configuration.idleRecheckInterval)
-            }
-            // Even while one is saving, if it is still ahead: the driver then keeps one timer
-            // instead of replacing it. One already due waits for the save to end, not for a tick.
-            for due in [nextQuick, nextDurable] {
-                if let due, checkpointInFlight == nil || due > now { consider(due) }
-            }
-        }
-        if next != scheduledWake {
-            scheduledWake = next
-            if let next { actions.append(.wake(at: next)) }
-        }
     }
 }

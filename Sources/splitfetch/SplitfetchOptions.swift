@@ -1,0 +1,134 @@
+import ArgumentParser
+import Splitfetch
+
+/// The library's defaults, the one place the command's defaults come from.
+let defaults = DownloadOptions()
+
+/// Which files, and how many at once.
+struct InputOptions: ParsableArguments {
+    @Argument(help: "The http or https URL(s) to download.")
+    var urls: [String] = []
+
+    @Option(name: [.customShort("i"), .long], parsing: .unconditional, help: ArgumentHelp("Read URLs from FILE, one per line ('-' for standard input).",
+                                                                  valueName: "file"))
+    var inputFile: String?
+
+    @Option(name: [.customShort("j", allowingJoined: true), .long],
+            parsing: .unconditional, help: ArgumentHelp("Files downloaded at the same time when there are several URLs.", valueName: "n"))
+    var jobs = 1
+}
+
+/// Where the file goes and what is kept.
+struct OutputOptions: ParsableArguments {
+    @Option(name: [.customShort("o", allowingJoined: true), .long],
+            parsing: .unconditional, help: ArgumentHelp("Output file name (default: the last path component of the URL).", valueName: "name"))
+    var output: String?
+
+    @Option(name: [.customShort("d", allowingJoined: true), .long],
+            parsing: .unconditional, help: ArgumentHelp("Directory for the output; a relative --output is taken inside it.", valueName: "dir"))
+    var directory: String?
+
+    @Flag(name: [.customShort("f"), .long], help: "Replace an existing output file.")
+    var force = false
+
+    @Flag(name: .customLong("no-sync"), help: "Skip the fdatasync before the final rename (faster, not power-cut safe).")
+    var noSync = false
+
+    @Flag(help: "Discard a partial file and manifest from an earlier run and start over.")
+    var restart = false
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.",
+                               valueName: "seconds"))
+    var checkpointInterval = Seconds(defaults.checkpointInterval)
+
+    @Flag(help: "Name the file from the server's Content-Disposition (reduced to a safe base name).")
+    var contentDisposition = false
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Refuse files larger than this, e.g. 4G.", valueName: "size"))
+    var maxSize: ByteSize?
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Write final statistics as JSON to this file.", valueName: "file"))
+    var statsJson: String?
+
+    @Flag(name: [.customShort("q"), .long], help: "Print nothing but errors.")
+    var quiet = false
+}
+
+/// How the file is fetched.
+struct TransferOptions: ParsableArguments {
+    @Option(name: [.customShort("n", allowingJoined: true), .long],
+            parsing: .unconditional, help: ArgumentHelp("Parallel connections (1-\(DownloadOptions.maximumConnections)).", valueName: "n"))
+    var connections = defaults.connections
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Smallest initial range per connection, e.g. 1M, 512K.", valueName: "size"))
+    var minSegmentSize = ByteSize(defaults.minimumSegmentSize)
+
+    @Option(name: [.customShort("H", allowingJoined: true), .customLong("header")],
+            parsing: .unconditionalSingleValue, help: ArgumentHelp("Extra request header 'Name: value' (repeatable).", valueName: "header"))
+    var headers: [String] = []
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("User-Agent header.", valueName: "text"))
+    var userAgent = defaults.userAgent
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Retries per failed request.", valueName: "n"))
+    var retries = defaults.retries
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds to wait for a connection.", valueName: "seconds"))
+    var connectTimeout = Seconds(defaults.connectTimeout)
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds without data before a connection is replaced.", valueName: "seconds"))
+    var stallTimeout = Seconds(defaults.stallTimeout)
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds to wait for the HEAD probe before probing with a ranged GET.", valueName: "seconds"))
+    var probeTimeout = Seconds(defaults.probeTimeout)
+}
+
+/// Credentials and TLS.
+struct SecurityOptions: ParsableArguments {
+    @Option(name: [.customShort("u", allowingJoined: true), .long],
+            parsing: .unconditional, help: ArgumentHelp("USER:PASSWORD for HTTP authentication; sent only to the URL's own origin.",
+                               valueName: "user:password"))
+    var user: String?
+
+    @Flag(name: [.customShort("k"), .long], help: "Do not verify TLS certificates or host names (unsafe).")
+    var insecure = false
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("PEM file of CA certificates to verify the server with.", valueName: "file"))
+    var cacert: String?
+
+    @Flag(name: .customLong("allow-https-downgrade"), help: "Follow redirects from https to http.")
+    var allowHTTPSDowngrade = false
+}
+
+/// A time on the command line, in seconds: `15`, `0.5`.
+struct Seconds: ExpressibleByArgument, Sendable {
+    var duration: Duration
+
+    init(_ duration: Duration) { self.duration = duration }
+
+    init?(argument: String) {
+        guard let value = Double(argument), value.isFinite, value >= 0, value < 1e9 else { return nil }
+        duration = .seconds(value)
+    }
+
+    var defaultValueDescription: String {
+        let seconds = duration.seconds
+        return seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
+    }
+}
+
+/// A byte count on the command line: `1048576`, `512K`, `1M`, `4G`.
+struct ByteSize: ExpressibleByArgument, Sendable {
+    var bytes: Int64
+
+    init(_ bytes: Int64) { self.bytes = bytes }
+
+    init?(argument: String) {
+        guard let bytes = ByteCount.parse(argument) else { return nil }
+        self.bytes = bytes
+    }
+
+    var defaultValueDescription: String {
+        bytes > 0 && bytes % (1 << 20) == 0 ? "\(bytes >> 20)M" : bytes > 0 && bytes % (1 << 10) == 0 ? "\(bytes >> 10)K" : "\(bytes)"
+    }
+}
