@@ -20,7 +20,7 @@ struct PlannerTests {
 
     @Test("random plans cover [0, size) exactly, never overlap, respect the minimum", arguments: [1, 2, 3, 42, 1234] as [UInt64])
     func randomPlans(seed: UInt64) {
-        var rng = SeededGenerator(seed: seed)
+        var rng = SplitMix64(seed: seed)
         for _ in 0..<2000 {
             let size: Int64 = switch Int.random(in: 0..<4, using: &rng) {
             case 0: Int64.random(in: 0...16, using: &rng)

@@ -90,7 +90,7 @@ struct SegmentTableTests {
     /// invariants after every step and that every byte is written exactly once.
     @Test("random simulation keeps every byte owned once and finishes", arguments: [7, 99, 2024, 31337] as [UInt64])
     func randomSimulation(seed: UInt64) {
-        var rng = SeededGenerator(seed: seed)
+        var rng = SplitMix64(seed: seed)
         for _ in 0..<40 {
             let size = Int64.random(in: 1...400_000, using: &rng)
             let workers = Int.random(in: 1...16, using: &rng)

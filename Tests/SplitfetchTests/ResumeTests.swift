@@ -1,3 +1,4 @@
+import SegmentPlanning
 import FoundationEssentials
 @testable import Splitfetch
 import SystemPackage
@@ -101,7 +102,7 @@ struct ResumeTests {
         let crc = String(CRC32.checksum(body), radix: 16)
         #expect(lines.last! == "{\"crc32\" : \"\(String(repeating: "0", count: 8 - crc.count) + crc)\"}")
         #expect(!text.contains("\"checksum\""))
-        var rng = SplitMix(seed: 11)
+        var rng = SplitMix64(seed: 11)
         for _ in 0..<200 {
             var damaged = bytes
             let at = Int(rng.next() % UInt64(damaged.count - 1))
@@ -191,7 +192,7 @@ struct ResumeTests {
                                         bootID: nil, segments: segments)
                 let valid = ManifestCodec.encode(manifest)
                 var variants: [[UInt8]] = (0...valid.count).map { Array(valid[0..<$0]) }
-                var rng = SplitMix(seed: 2026)
+                var rng = SplitMix64(seed: 2026)
                 for _ in 0..<300 {
                     var flipped = valid
                     let i = Int(rng.next() % UInt64(flipped.count))
@@ -377,17 +378,5 @@ struct ResumeTests {
                 #expect(!fileExists(path + ".part.json"))
             }
         }
-    }
-}
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
