@@ -169,7 +169,10 @@ struct FaultTests {
             try await withTemporaryDirectory { dir in
                 // The third and fourth range requests get 503 while the first two still stream.
                 let busy = ["fault": "busy", "faultskip": "2", "faultuntil": "4"]
-                let download = Download(server.url(size: Self.size, query: busy), to: FilePath(dir + "/f"), options: Self.options())
+                // No stall timeout a loaded machine could trip: a starved process looks stalled.
+                var options = Self.options()
+                options.stallTimeout = .seconds(60)
+                let download = Download(server.url(size: Self.size, query: busy), to: FilePath(dir + "/f"), options: options)
                 let reduced = Task { () -> Int? in
                     var lowest: Int?
                     for await event in download.events {
