@@ -146,9 +146,15 @@ final class DownloadDriver {
             return .finished(try await finish())
         case .fail(let failure, let finalCheckpointFailed):
             ticker?.cancel()
+            let error = error(for: failure, finalCheckpointFailed: finalCheckpointFailed)
             file?.close()
-            if case .stream? = mode, file != nil { partial.removeOwnData() }
-            throw error(for: failure, finalCheckpointFailed: finalCheckpointFailed)
+            // A stream cannot resume: its partial file goes, on the I/O thread (unlinking a
+            // large file can block).
+            if case .stream? = mode, file != nil {
+                let partial = self.partial
+                await io.run { partial.removeOwnData() }
+            }
+            throw error
         }
         return .more([])
     }
@@ -298,7 +304,7 @@ final class DownloadDriver {
                 try partial.putInPlace(file, removingManifest: segmented)
             }
         } catch {
-            if !segmented { partial.removeOwnData() }
+            if !segmented { await io.run { partial.removeOwnData() } }
             throw error
         }
         let size: Int64
@@ -306,7 +312,7 @@ final class DownloadDriver {
         case .segmented(let s)?: size = s
         default: size = resource.size ?? length
         }
-        let (splits, _) = shared.withLock { ($0.splitCount, 0) }
+        let splits = shared.withLock { $0.splitCount }
         return engine.statistics(resource: resource, mode: segmented ? .segmented : .single, size: size, counters: counters,
                                  splits: splits, resumed: resumedBytes, since: since)
     }
