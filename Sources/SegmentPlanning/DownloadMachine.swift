@@ -44,8 +44,6 @@ public struct DownloadMachine: Sendable {
         var failures = 0
         /// Bytes per second of its last transfer that ran long enough to tell.
         var lastRate: Double?
-        var requests = 0
-        var retries = 0
     }
 
     enum Storage: Sendable, Equatable { case none, preparing, ready }
@@ -113,8 +111,6 @@ public struct DownloadMachine: Sendable {
     public var splitCount: Int { table?.splitCount ?? 0 }
     /// Connections of the download (slots, busy or not).
     public var connectionCount: Int { slots.count }
-    /// Requests and retries per connection.
-    public var connectionFigures: [(requests: Int, retries: Int)] { slots.map { ($0.requests, $0.retries) } }
     /// Bytes on disk (segmented mode).
     public var writtenBytes: Int64 { table?.writtenBytes ?? 0 }
     /// Transfers in flight.
@@ -325,7 +321,6 @@ public struct DownloadMachine: Sendable {
         let delay = configuration.retry.delay(attempt: attempt, retryAfter: honoured ? failure.retryAfter?.delay : nil,
                                               jitter: jitter)
         slots[slot].state = .waiting(until: now + delay)
-        slots[slot].retries += 1
         actions.append(.notify(.retrying(connection: slot, transfer: transfer.id, attempt: attempt, delay: delay)))
     }
 
