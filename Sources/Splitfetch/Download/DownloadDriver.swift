@@ -33,7 +33,6 @@ final class DownloadDriver {
     private var resource: RemoteResource
     private var file: OutputFile?
     private let resumedManifest: Manifest?
-    private var mode: DownloadMachine.Mode?
 
     private var transfers: [DownloadMachine.TransferID: Task<Void, Never>] = [:]
     private var connectionOf: [DownloadMachine.TransferID: Int] = [:]
@@ -59,6 +58,8 @@ final class DownloadDriver {
     }
 
     private var options: DownloadOptions { engine.options }
+    /// How the file is fetched, as the machine decided (nil before the probe is answered).
+    private var mode: DownloadMachine.Mode? { shared.withLock { $0.mode } }
     private var url: String { redactedURL(engine.url) }
 
     /// Runs the download to its end.
@@ -77,7 +78,6 @@ final class DownloadDriver {
         let answer = DownloadMachine.ProbeAnswer(size: resource.size, acceptsRanges: resource.acceptsRanges)
         let now = shared.now()
         var pending = shared.withLock { $0.probed(answer, now: now) }
-        mode = shared.withLock { $0.mode }  // set here for a resumed download, which prepares nothing
         return try await withTaskCancellationHandler {
             while true {
                 var next: [DownloadMachine.Action] = []
@@ -161,7 +161,6 @@ final class DownloadDriver {
 
     /// Creates the partial file (and the first manifest) on the I/O thread.
     private func prepare(_ preparation: DownloadMachine.Preparation) async throws -> [DownloadMachine.Action] {
-        mode = preparation.mode
         let size: Int64?
         switch preparation.mode {
         case .segmented(let s): size = s
