@@ -96,8 +96,9 @@ extension DownloadMachine {
 
     /// A manifest snapshot to save.
     public struct Checkpoint: Sendable, Equatable {
-        /// One segment's progress.
-        public struct Segment: Sendable, Equatable {
+        /// One segment's progress; also the manifest's segment (`Manifest.Segment`), so a
+        /// snapshot is saved as it is.
+        public struct Segment: Sendable, Equatable, Codable {
             public var start: Int64
             public var end: Int64
             /// Bytes before this are on disk (synced by a durable checkpoint).

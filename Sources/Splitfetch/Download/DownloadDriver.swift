@@ -173,7 +173,7 @@ final class DownloadDriver {
         }
         let partial = self.partial
         let template = manifestTemplate(size: size ?? 0)
-        let segments = preparation.manifest.map { $0.segments.map(Manifest.Segment.init) }
+        let segments = preparation.manifest?.segments
         file = try await io.run { () throws(DownloadError) -> OutputFile in
             let file = try partial.create(size: size)
             guard let segments else { return file }
@@ -239,7 +239,7 @@ final class DownloadDriver {
 
     private func save(_ checkpoint: DownloadMachine.Checkpoint) {
         let writer = CheckpointWriter(file: file!, store: partial.store, template: manifestTemplate(size: shared.withLock { $0.table?.size ?? 0 }))
-        let segments = checkpoint.segments.map(Manifest.Segment.init)
+        let segments = checkpoint.segments
         let (queue, id, durable) = (queue, checkpoint.id, checkpoint.durable)
         io.submit {
             do throws(DownloadError) {
@@ -359,12 +359,6 @@ final class DownloadDriver {
                  lastModified: resource.lastModified,
                  minimumSegmentSize: resumedManifest?.minimumSegmentSize ?? options.minimumSegmentSize,
                  bootID: currentBootID, segments: [])
-    }
-}
-
-extension Manifest.Segment {
-    init(_ segment: DownloadMachine.Checkpoint.Segment) {
-        self.init(start: segment.start, end: segment.end, written: segment.written, cached: segment.cached)
     }
 }
 

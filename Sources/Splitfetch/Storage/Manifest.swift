@@ -1,4 +1,5 @@
 import FoundationEssentials
+public import SegmentPlanning
 
 /// The resume record kept beside a partial file (`NAME.part.json`).
 ///
@@ -17,20 +18,10 @@ public struct Manifest: Codable, Sendable, Equatable {
     /// The value of ``format``.
     public static let formatName = "splitfetch-manifest"
 
-    /// One byte range of the file and how much of it is stored.
-    public struct Segment: Codable, Sendable, Equatable {
-        public var start: Int64
-        public var end: Int64
-        public var written: Int64
-        public var cached: Int64?
-
-        public init(start: Int64, end: Int64, written: Int64, cached: Int64? = nil) {
-            self.start = start
-            self.end = end
-            self.written = written
-            self.cached = cached
-        }
-    }
+    /// One byte range of the file and how much of it is stored: `start`, `end`, `written`, and
+    /// `cached` when newer bytes were written but not synced. The download core's checkpoint
+    /// segment, saved as it is.
+    public typealias Segment = DownloadMachine.Checkpoint.Segment
 
     /// Always ``formatName``.
     public var format: String = Manifest.formatName
