@@ -80,8 +80,8 @@ final class Transfer: @unchecked Sendable {
         set(sf_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1), "CURLOPT_TCP_NODELAY")
         set(sf_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1), "CURLOPT_TCP_KEEPALIVE")
         set(sf_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(r.connectTimeout * 1000)), "CURLOPT_CONNECTTIMEOUT_MS")
-        set(sf_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1), "CURLOPT_LOW_SPEED_LIMIT")
-        set(sf_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, Int(r.stallTimeout.rounded(.up)))), "CURLOPT_LOW_SPEED_TIME")
+        // No low-speed limit here: when a transfer has stalled is the download core's decision
+        // (it aborts it by id); probes end at their total timeout.
         if let total = r.totalTimeout {
             set(sf_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(total * 1000))), "CURLOPT_TIMEOUT_MS")
         }

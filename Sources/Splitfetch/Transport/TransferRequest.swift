@@ -12,8 +12,6 @@ package struct TransferRequest: Sendable {
     var headers: [String] = []
     var userAgent: String
     var connectTimeout: Double
-    /// Drop the transfer when less than 1 byte/s arrives for this long.
-    var stallTimeout: Double
     /// Whole-transfer limit, for probes.
     var totalTimeout: Double?
     /// Credentials for this request (already checked against the origin policy).
@@ -28,7 +26,6 @@ package struct TransferRequest: Sendable {
         self.headers = options.headers
         self.userAgent = options.userAgent
         self.connectTimeout = options.connectTimeout.seconds
-        self.stallTimeout = options.stallTimeout.seconds
         self.insecure = options.insecure
         self.caCertificatePath = options.caCertificatePath?.string
     }
