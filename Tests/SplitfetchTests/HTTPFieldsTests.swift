@@ -24,12 +24,12 @@ struct HTTPFieldsTests {
     }
 
     @Test func retryAfter() {
-        #expect(HTTPFields.retryAfter("7", now: 0) == 7)
-        #expect(HTTPFields.retryAfter("Thu, 01 Jan 1970 00:00:30 GMT", now: 10) == 20)
+        #expect(HTTPFields.retryAfterValue("7", receivedAt: 0)?.delay == 7)
+        #expect(HTTPFields.retryAfterValue("Thu, 01 Jan 1970 00:00:30 GMT", receivedAt: 10)?.delay == 20)
         #expect(HTTPFields.httpDate("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
-        #expect(HTTPFields.retryAfter("soon", now: 0) == nil)
+        #expect(HTTPFields.retryAfterValue("soon", receivedAt: 0)?.delay == nil)
         // Found by scripts/fuzz: a year of 19 digits overflowed the date arithmetic and trapped.
-        #expect(HTTPFields.retryAfter("Wed, 21 Oct 2026888888888888888 07:28:00 GMT", now: 0) == nil)
+        #expect(HTTPFields.retryAfterValue("Wed, 21 Oct 2026888888888888888 07:28:00 GMT", receivedAt: 0)?.delay == nil)
         #expect(HTTPFields.httpDate("Fri, 31 Dec 9999 23:59:60 GMT") != nil)
         #expect(HTTPFields.httpDate("Sun, 06 Nov 1994 24:00:00 GMT") == nil)
     }

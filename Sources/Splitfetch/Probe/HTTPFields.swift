@@ -60,11 +60,6 @@ package enum HTTPFields {
         return .range(ByteRange(first, last + 1), total: total)
     }
 
-    /// Seconds to wait from a `Retry-After` value (delay-seconds or an HTTP date).
-    static func retryAfter(_ value: String, now: Int64) -> Double? {
-        retryAfterValue(value, receivedAt: now)?.delay
-    }
-
     /// Parses a `Retry-After` value (delay-seconds or an HTTP date) received at wall-clock second
     /// `receivedAt`; `nil` when malformed.
     package static func retryAfterValue(_ value: String, receivedAt: Int64) -> RetryAfter? {

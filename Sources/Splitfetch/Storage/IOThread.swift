@@ -51,7 +51,7 @@ final class IOThread: Sendable {
     private func loop() {
         while true {
             lock.lock()
-            while queue.jobs.isEmpty && !queue.closed { lock.wait(until: nil) }
+            while queue.jobs.isEmpty && !queue.closed { lock.wait() }
             let jobs = queue.jobs
             queue.jobs = []
             let closed = queue.closed
