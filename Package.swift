@@ -83,6 +83,7 @@ let package = Package(
             dependencies: [
                 "Splitfetch", "TestHTTPServer", "SegmentPlanning",
                 .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             exclude: ["Fixtures"],
             swiftSettings: strict

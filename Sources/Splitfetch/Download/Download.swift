@@ -57,7 +57,7 @@ public final class Download: Sendable {
         }
         defer { continuation.finish() }
         try options.validate()
-        if let path = options.caCertificatePath?.string, !fileExists(path) {
+        if let path = options.caCertificatePath?.string, !FileSystem.exists(path) {
             throw DownloadError(.usage, "CA certificate file \(path) does not exist")
         }
         guard let scheme = CurlURL(url)?.scheme, scheme == "http" || scheme == "https" else {

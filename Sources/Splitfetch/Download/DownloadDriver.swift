@@ -3,7 +3,7 @@ import SegmentPlanning
 /// Performs what a download's ``DownloadMachine`` decides, and tells it what happened.
 ///
 /// The driver holds no policy. It turns actions into work (requests on the transport, file work
-/// on the download's ``IOThread``, a timer, events for the caller) and turns what comes back
+/// on the download's ``IOQueue``, a timer, events for the caller) and turns what comes back
 /// (transfer results, checkpoint results, timer ticks, cancellation) into the machine's events.
 /// It translates a libcurl or HTTP outcome into a ``DownloadMachine/TransferEnd``; whether that
 /// means retry, back off, give up or restart is the machine's call.
@@ -26,7 +26,7 @@ final class DownloadDriver {
 
     private let engine: Engine
     private let partial: PartialFile
-    private let io: IOThread
+    private let io: IOQueue
     private let shared: SharedMachine
     private let queue = EventQueue<Event>()
     private let since: ContinuousClock.Instant
@@ -44,7 +44,7 @@ final class DownloadDriver {
     private var resumedBytes: Int64 = 0
     private var streamLength: Int64 = 0
 
-    init(engine: Engine, partial: PartialFile, io: IOThread, machine: DownloadMachine, resource: RemoteResource,
+    init(engine: Engine, partial: PartialFile, io: IOQueue, machine: DownloadMachine, resource: RemoteResource,
          existing: PartialFile.Existing?, since: ContinuousClock.Instant) {
         self.engine = engine
         self.partial = partial
@@ -148,7 +148,7 @@ final class DownloadDriver {
             ticker?.cancel()
             let error = error(for: failure, finalCheckpointFailed: finalCheckpointFailed)
             file?.close()
-            // A stream cannot resume: its partial file goes, on the I/O thread (unlinking a
+            // A stream cannot resume: its partial file goes, on the I/O queue (unlinking a
             // large file can block).
             if case .stream? = mode, file != nil {
                 let partial = self.partial
@@ -159,7 +159,7 @@ final class DownloadDriver {
         return .more([])
     }
 
-    /// Creates the partial file (and the first manifest) on the I/O thread.
+    /// Creates the partial file (and the first manifest) on the I/O queue.
     private func prepare(_ preparation: DownloadMachine.Preparation) async throws -> [DownloadMachine.Action] {
         let size: Int64?
         switch preparation.mode {
@@ -279,7 +279,7 @@ final class DownloadDriver {
         return shared.withLock { $0.probed(answer, now: now) }
     }
 
-    /// Syncs and renames the file into place on the I/O thread.
+    /// Syncs and renames the file into place on the I/O queue.
     private func finish() async throws -> DownloadStatistics {
         beginReporting()
         ticker?.cancel()

@@ -34,7 +34,7 @@ struct Engine: Sendable {
     func contentDispositionDestination(_ resource: RemoteResource) -> String? {
         guard let header = resource.contentDisposition, let raw = ContentDisposition.fileName(header),
               let name = safeFileName(raw) else { return nil }
-        let directory = parentDirectory(of: destination)
+        let directory = FileSystem.parentDirectory(of: destination)
         return directory == "/" ? "/" + name : directory + "/" + name
     }
 
@@ -47,8 +47,7 @@ struct Engine: Sendable {
 
     private func runWithLocalChecks(probed: RemoteResource?, since start: ContinuousClock.Instant) async throws -> DownloadStatistics {
         let partial = self.partial
-        let io = IOThread(name: "sf-io")
-        defer { io.close() }
+        let io = IOQueue()
         let local = try await io.run { () throws(DownloadError) -> LocalState in
             if partial.options.restart { try partial.discard() }
             if let manifest = try partial.finishedEarlier() { return .finishedEarlier(manifest) }

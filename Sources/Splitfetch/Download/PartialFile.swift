@@ -1,8 +1,6 @@
 import SegmentPlanning
 
-#if canImport(Glibc)
-import Glibc
-#endif
+import SystemPackage
 
 /// The files of one download on disk and the rules for them: the partial file `NAME.part` and its
 /// manifest `NAME.part.json` beside the destination. Opening an earlier run's data (and deciding
@@ -10,7 +8,7 @@ import Glibc
 /// place under its final name.
 ///
 /// Thread safety: a value; the blocking calls run on the caller's thread, which is never one of
-/// Swift's cooperative pool (the download's ``IOThread``), except where noted.
+/// Swift's cooperative pool (the download's ``IOQueue``), except where noted.
 struct PartialFile: Sendable {
     /// The URL the caller gave, for manifests and messages (credentials removed).
     let url: String
@@ -29,30 +27,29 @@ struct PartialFile: Sendable {
 
     /// Removes a partial file and manifest left by an earlier run (`restart`); only regular files.
     func discard() throws(DownloadError) {
-        for path in [partialPath, manifestPath, manifestPath + ".tmp"] {
-            var info = stat()
-            guard lstat(path, &info) == 0 else { continue }
-            guard (info.st_mode & S_IFMT) == S_IFREG else {
+        for path in [partialPath, manifestPath, store.temporaryPath] {
+            let info: Stat?
+            do { info = try FileSystem.status(path) } catch { throw .fileSystem(error, .stat, path: path) }
+            guard let info else { continue }
+            guard info.type == .regular else {
                 throw DownloadError(.fileIO, "\(path) is not a regular file; refusing to remove it")
             }
-            if unlink(path) != 0 {
-                throw DownloadError(.fileIO, "cannot remove \(path): \(String(cString: strerror(errno)))")
-            }
+            do { try FileSystem.remove(path) } catch { throw .fileSystem(error, .remove, path: path) }
         }
     }
 
     /// Removes this run's own partial data after a failure that makes it worthless.
     func removeOwnData() {
-        unlink(partialPath)
+        _ = try? FileSystem.remove(partialPath)
         store.remove()
     }
 
     /// The manifest of a run killed after renaming the finished file but before removing its
     /// manifest; `nil` when that is not what is on disk. The manifest is then removed.
     func finishedEarlier() throws(DownloadError) -> Manifest? {
-        guard !options.allowOverwrite, fileExists(destination), !fileExists(partialPath),
+        guard !options.allowOverwrite, FileSystem.exists(destination), !FileSystem.exists(partialPath),
               let bytes = try store.read(), let manifest = try? ManifestCodec.decode(bytes, path: manifestPath),
-              manifest.url == url, fileSizeIfRegular(destination) == manifest.size else { return nil }
+              manifest.url == url, FileSystem.sizeIfRegular(destination) == manifest.size else { return nil }
         store.remove()
         return manifest
     }
@@ -60,18 +57,18 @@ struct PartialFile: Sendable {
     /// The destination may be written: not there (or `allowOverwrite` and a regular file), and its
     /// directory exists.
     func checkDestination() throws(DownloadError) {
-        var info = stat()
-        if lstat(destination, &info) == 0 {
-            if (info.st_mode & S_IFMT) != S_IFREG {
+        let info: Stat?
+        do { info = try FileSystem.status(destination) } catch { throw .fileSystem(error, .stat, path: destination) }
+        if let info {
+            if info.type != .regular {
                 throw DownloadError(.fileIO, "\(destination) exists and is not a regular file; refusing to replace it")
             }
             if !options.allowOverwrite {
                 throw DownloadError(.outputExists, "\(destination) already exists", remedy: .allowOverwrite)
             }
         }
-        let directory = parentDirectory(of: destination)
-        var dirInfo = stat()
-        if stat(directory, &dirInfo) != 0 || (dirInfo.st_mode & S_IFMT) != S_IFDIR {
+        let directory = FileSystem.parentDirectory(of: destination)
+        if !FileSystem.isDirectory(directory) {
             throw DownloadError(.fileIO, "directory \(directory) does not exist")
         }
     }
@@ -79,7 +76,7 @@ struct PartialFile: Sendable {
     /// Opens and locks the partial file of an earlier run, with its manifest; `nil` when there is
     /// neither. Anything else is a conflict with a message saying what to do.
     func openExisting() throws(DownloadError) -> Existing? {
-        let hasPartial = fileExists(partialPath)
+        let hasPartial = FileSystem.exists(partialPath)
         let manifestBytes = try store.read()
         switch (hasPartial, manifestBytes) {
         case (false, nil):
@@ -159,7 +156,7 @@ struct PartialFile: Sendable {
             return file
         } catch {
             file.close()
-            unlink(partialPath)
+            _ = try? FileSystem.remove(partialPath)
             throw error
         }
     }
@@ -179,26 +176,23 @@ struct PartialFile: Sendable {
     /// appeared meanwhile (`link` fails if the name exists).
     private func moveIntoPlace() throws(DownloadError) {
         if options.allowOverwrite {
-            if rename(partialPath, destination) != 0 {
-                throw DownloadError(.fileIO, "cannot rename \(partialPath) to \(destination): \(String(cString: strerror(errno)))")
+            do { try FileSystem.rename(partialPath, to: destination) } catch {
+                throw .fileSystem(error, .rename(to: destination), path: partialPath)
             }
             return
         }
-        if link(partialPath, destination) != 0 {
-            let code = errno
-            if code == EEXIST {
-                throw DownloadError(.outputExists, "\(destination) appeared during the download; the data is kept in \(partialPath)")
-            }
+        do {
+            try FileSystem.link(partialPath, to: destination)
+        } catch .fileExists {
+            throw .fileSystem(.fileExists, .link(to: destination), path: partialPath)
+        } catch {
             // File systems without hard links: fall back to rename after a last check.
-            var info = stat()
-            if lstat(destination, &info) == 0 {
-                throw DownloadError(.outputExists, "\(destination) appeared during the download")
-            }
-            if rename(partialPath, destination) != 0 {
-                throw DownloadError(.fileIO, "cannot rename \(partialPath) to \(destination): \(String(cString: strerror(errno)))")
+            if FileSystem.exists(destination) { throw .fileSystem(.fileExists, .link(to: destination), path: partialPath) }
+            do { try FileSystem.rename(partialPath, to: destination) } catch {
+                throw .fileSystem(error, .rename(to: destination), path: partialPath)
             }
             return
         }
-        unlink(partialPath)
+        _ = try? FileSystem.remove(partialPath)
     }
 }

@@ -5,7 +5,7 @@
 /// `fsync` of the file and its directory, so the manifest never claims a byte that is not on
 /// disk. A quick save starts the data's write-back and replaces the manifest without syncing.
 ///
-/// Thread safety: a value; call it from one thread at a time (the download's ``IOThread``).
+/// Thread safety: a value; call it from one thread at a time (the download's ``IOQueue``).
 struct CheckpointWriter: Sendable {
     let file: OutputFile
     let store: ManifestStore

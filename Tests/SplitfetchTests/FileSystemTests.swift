@@ -1,0 +1,127 @@
+@testable import Splitfetch
+import NIOConcurrencyHelpers
+import SystemPackage
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The file-system layer: what each call does at the edges, the one errno mapping, and the I/O
+/// queues' ordering on the shared executor.
+@Suite("File system") struct FileSystemTests {
+    @Test(arguments: [
+        (Errno.fileExists, FileOperation.create, DownloadError.Code.outputExists, "/d/f already exists"),
+        (Errno.fileExists, FileOperation.link(to: "/d/f"), .outputExists, "/d/f appeared during the download; the data is kept in /d/f.part"),
+        (Errno.tooManySymbolicLinkLevels, FileOperation.open, .fileIO, "is a symbolic link; refusing to follow it"),
+        (Errno.wouldBlock, FileOperation.lock, .resumeConflict, "another splitfetch process is downloading to"),
+        (Errno.fileTooLarge, FileOperation.read, .badManifest, "too large to be a manifest"),
+        (Errno.noSpace, FileOperation.preallocate(99), .fileIO, "no space to preallocate 99 bytes"),
+        (Errno.noSpace, FileOperation.write(bytes: 5, offset: 7), .fileIO, "cannot write 5 bytes at offset 7 of /d/f.part: No space left"),
+        (Errno.permissionDenied, FileOperation.rename(to: "/d/f"), .fileIO, "cannot rename /d/f.part to /d/f: Permission denied"),
+        (Errno.ioError, FileOperation.sync, .fileIO, "cannot sync /d/f.part to disk: Input/output error"),
+    ])
+    func errnoMapsToOneError(errno: Errno, operation: FileOperation, code: DownloadError.Code, text: String) {
+        let path = operation == .create ? "/d/f" : "/d/f.part"
+        let error = DownloadError.fileSystem(errno, operation, path: path)
+        #expect(error.code == code)
+        #expect(error.message.contains(text), "\(error.message)")
+        #expect(error.message.contains("/d/f"))
+    }
+
+    @Test func missingFilesAreNilOrFalseNotErrors() async throws {
+        try await withTemporaryDirectory { dir throws in
+            #expect(try FileSystem.readAll(dir + "/none", limit: 10) == nil)
+            #expect(try FileSystem.status(dir + "/none") == nil)
+            #expect(try FileSystem.remove(dir + "/none") == false)
+            #expect(FileSystem.sizeIfRegular(dir + "/none") == nil)
+            #expect(FileSystem.isDirectory(dir))
+            #expect(!FileSystem.isDirectory(dir + "/none"))
+        }
+    }
+
+    @Test func createReadLinkRenameAndRemove() async throws {
+        try await withTemporaryDirectory { dir throws in
+            let a = dir + "/a", b = dir + "/b", c = dir + "/c"
+            try FileSystem.createFile(a, containing: Array("hello".utf8), durable: true)
+            #expect(throws: Errno.fileExists) { try FileSystem.createFile(a, containing: [1], durable: false) }
+            #expect(try FileSystem.readAll(a, limit: 100) == Array("hello".utf8))
+            #expect(throws: Errno.fileTooLarge) { try FileSystem.readAll(a, limit: 4) }
+            #expect(FileSystem.sizeIfRegular(a) == 5)
+            try FileSystem.link(a, to: b)
+            #expect(throws: Errno.fileExists) { try FileSystem.link(a, to: b) }
+            try FileSystem.rename(b, to: c)
+            #expect(!FileSystem.exists(b) && FileSystem.sizeIfRegular(c) == 5)
+            #expect(try FileSystem.remove(c))
+            try FileSystem.syncDirectory(dir)
+            #expect(FileSystem.parentDirectory(of: c) == dir)
+            #expect(FileSystem.parentDirectory(of: "name") == ".")
+            #expect(FileSystem.parentDirectory(of: "/name") == "/")
+        }
+    }
+
+    @Test func symbolicLinksAreNeitherReadNorOpenedForWriting() async throws {
+        try await withTemporaryDirectory { dir throws in
+            try FileSystem.createFile(dir + "/target", containing: [1, 2, 3], durable: false)
+            #expect(symlink(dir + "/target", dir + "/link") == 0)
+            #expect(throws: Errno.tooManySymbolicLinkLevels) { try FileSystem.readAll(dir + "/link", limit: 10) }
+            #expect(try FileSystem.status(dir + "/link")?.type == .symbolicLink)
+            #expect(FileSystem.sizeIfRegular(dir + "/link") == nil)
+            let error = #expect(throws: DownloadError.self) { try OutputFile.openExisting(path: dir + "/link") }
+            #expect(error?.message == "\(dir)/link is a symbolic link; refusing to follow it")
+            let exists = #expect(throws: DownloadError.self) { try OutputFile.create(path: dir + "/target", replace: false) }
+            #expect(exists?.code == .outputExists)
+        }
+    }
+
+    @Test func aSecondLockOnTheSameFileIsRefused() async throws {
+        try await withTemporaryDirectory { dir throws in
+            let first = try OutputFile.create(path: dir + "/f", replace: false)
+            defer { first.close() }
+            try first.lockExclusively()
+            let second = try OutputFile.openExisting(path: dir + "/f")
+            defer { second.close() }
+            let error = #expect(throws: DownloadError.self) { try second.lockExclusively() }
+            #expect(error?.code == .resumeConflict)
+        }
+    }
+
+    @Test func aQueueRunsItsJobsInOrder() async {
+        let queue = IOQueue()
+        let log = JobLog()
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<200 {
+                queue.submit { log.append(index) }
+                if index % 50 == 0 { group.addTask { _ = await queue.run { log.count } } }
+            }
+        }
+        let last = await queue.run { log.values }
+        #expect(last == Array(0..<200))
+    }
+
+    /// A queue whose job blocks does not hold up another queue: queue A's job gives queue B a job
+    /// and waits for it to run, which can only happen on another executor thread. (With one
+    /// thread it would give up after 5 s and the test fail.)
+    @Test func aBlockedQueueDoesNotHoldUpAnother() async {
+        let executor = IOExecutor(threads: 2, name: "sf-test-io")
+        let (a, b) = (IOQueue(executor: executor), IOQueue(executor: executor))
+        let log = JobLog()
+        let sawB = await a.run {
+            b.submit { log.append(1) }
+            for _ in 0..<5_000 {
+                if log.count > 0 { return true }
+                usleep(1000)
+            }
+            return false
+        }
+        #expect(sawB)
+    }
+}
+
+/// A thread-safe list of integers for the queue tests.
+private final class JobLog: Sendable {
+    private let box = NIOLockedValueBox([Int]())
+    func append(_ value: Int) { box.withLockedValue { $0.append(value) } }
+    var count: Int { box.withLockedValue { $0.count } }
+    var values: [Int] { box.withLockedValue { $0 } }
+}
