@@ -10,12 +10,14 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let defaultRate: Int64
     private let slowed: Bool
     private let timing: TimingLog?
+    private let latency: TimeAmount
     private var head: HTTPRequestHead?
     private var busy = false
     /// Token bucket with no burst: the earliest time the next byte may leave this connection.
     private var nextSend: NIODeadline = .now()
 
-    init(counters: TestServer.Counters, defaultRate: Int64, slowed: Bool, timing: TimingLog?) {
+    init(counters: TestServer.Counters, defaultRate: Int64, slowed: Bool, timing: TimingLog?, latency: TimeAmount = .zero) {
+        self.latency = latency
         self.counters = counters
         self.defaultRate = defaultRate
         self.slowed = slowed
@@ -33,7 +35,12 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             head = nil
             counters.requests.wrappingAdd(1, ordering: .relaxed)
             timing?.record("request \(h.method) \(h.uri)")
-            respond(context: context, head: h)
+            guard latency > .zero else { return respond(context: context, head: h) }
+            busy = true  // until the delayed answer starts
+            context.eventLoop.assumeIsolated().scheduleTask(in: latency) {
+                self.busy = false
+                self.respond(context: context, head: h)
+            }
         }
     }
 
@@ -81,6 +88,41 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             $0.append(.init(method: head.method.rawValue, uri: head.uri,
                             headers: head.headers.map { ($0.name.lowercased(), $0.value) }))
         }
+        if let until = counters.outageUntil.withLockedValue({ $0 }), NIODeadline.now() < until {
+            context.close(promise: nil)  // down: no answer at all
+            return
+        }
+        // `outageafter=N&outagems=MS`: when the N-th range request of this URI arrives, the whole
+        // server goes down for MS milliseconds (3000 unless given): responses being sent are cut
+        // and new connections get no answer, as when a backend restarts.
+        if let after = request.query["outageafter"].flatMap(Int.init), head.headers.first(name: "Range").map({ $0 != "bytes=0-0" }) == true {
+            let count = counters.allRequests.withLockedValue { counts in
+                counts["outage " + head.uri, default: 0] += 1
+                return counts["outage " + head.uri]!
+            }
+            if count == after {
+                let milliseconds = request.query["outagems"].flatMap { Int64($0) } ?? 3000
+                counters.outageUntil.withLockedValue { $0 = .now() + .milliseconds(milliseconds) }
+                context.close(promise: nil)
+                return
+            }
+        }
+        // `firstfail=N`: the first N requests to this URI, the probe included, get 503 with
+        // `Retry-After` (`retryafter=S` seconds, or `retryafter=date:S` as an HTTP-date S s ahead).
+        if let first = request.query["firstfail"].flatMap(Int.init) {
+            let seen = counters.allRequests.withLockedValue { counts in
+                counts[head.uri, default: 0] += 1
+                return counts[head.uri]!
+            }
+            if seen <= first {
+                var extra: [(String, String)] = []
+                if let after = request.query["retryafter"] {
+                    extra.append(("Retry-After", after.hasPrefix("date:") ? httpDate(secondsFromNow: Int64(after.dropFirst(5)) ?? 0) : after))
+                }
+                simple(context: context, status: .serviceUnavailable, body: "starting up\n", headers: extra, keepAlive: keepAlive, isHead: isHead)
+                return
+            }
+        }
         if let target = request.query["redirect"] {
             simple(context: context, status: .found, body: "", headers: [("Location", percentDecode(target))],
                    keepAlive: keepAlive, isHead: isHead)
@@ -116,7 +158,9 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             simple(context: context, status: .methodNotAllowed, body: "method not allowed\n", keepAlive: keepAlive)
             return
         }
+        // `/size/N/seed/S/NAME` puts the seed in the path, for tools that keep a query in file names.
         var seed = request.query["seed"].flatMap { UInt64($0) } ?? 0
+        if components.count >= 5, components[2] == "seed", let pathSeed = UInt64(components[3]) { seed = pathSeed }
         var q = request.query
         if let variant = counters.variants.withLockedValue({ $0[request.path] }) {
             seed = variant.seed
@@ -131,9 +175,12 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var rate = defaultRate
         if let r = q["rate"].flatMap({ Int64($0) }) { rate = slowed ? max(1, r / 16) : r }
         let noLength = q["nolength"]
-        let etag = "\"" + (q["etag"] ?? "sf-\(size)-\(seed)") + "\""
-        // If-Range (RFC 9110 §13.1.5): a validator that no longer matches gets the whole new file.
-        let ifRangeMatches = head.headers.first(name: "If-Range").map { $0 == etag } ?? true
+        // `weaketag=1`: a weak ETag, as Apache sends for a file modified within the last second.
+        let etag = (q["weaketag"] == "1" ? "W/" : "") + "\"" + (q["etag"] ?? "sf-\(size)-\(seed)") + "\""
+        // If-Range (RFC 9110 §13.1.5): only a strong validator can match; anything else gets the
+        // whole file. `ifrangebroken=1` answers every If-Range with the whole file.
+        let ifRange = head.headers.first(name: "If-Range")
+        let ifRangeMatches = ifRange.map { $0 == etag && !etag.hasPrefix("W/") && q["ifrangebroken"] != "1" } ?? true
         var honourRanges = q["norange"] != "1" && ifRangeMatches
         if let after = q["rangeafter"].flatMap(Int.init), counters.rangeRequests.withLockedValue({ $0[head.uri] ?? 0 }) >= after {
             honourRanges = false  // ranges worked for the first requests only
@@ -192,7 +239,13 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
                 simple(context: context, status: .rangeNotSatisfiable, body: "",
                        headers: [("Content-Range", "bytes */\(size)")], keepAlive: keepAlive, isHead: isHead)
                 return
-            case .range(let r):
+            case .range(let r) where q["wholerange200"] == "1" && r == 0..<size:
+                break  // httpbin: a range covering the whole file gets 200 and the whole body
+            case .range(var r):
+                // `rangecap=N`: at most N bytes per range response, as some servers cap them.
+                if let cap = q["rangecap"].flatMap({ Int64($0) }), cap > 0, Int64(r.count) > cap {
+                    r = r.lowerBound..<(r.lowerBound + cap)
+                }
                 status = .partialContent
                 range = r
                 var first = r.lowerBound, total = size
@@ -230,7 +283,8 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
                     headers.add(name: "Transfer-Encoding", value: "chunked")
                     chunked = true
                 } else {
-                    headers.add(name: "Content-Length", value: String(range.count))
+                    // `badlength`: a Content-Length that disagrees with the Content-Range.
+                    headers.add(name: "Content-Length", value: String(range.count - (fault == "badlength" ? 1 : 0)))
                 }
             }
         }
@@ -280,6 +334,11 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// Streams the plan's bytes; with a rate, each piece waits until the token bucket allows it.
     private func send(context: ChannelHandlerContext, plan: SendPlan, sent: Int64) {
         guard context.channel.isActive else { done(); return }
+        if let until = counters.outageUntil.withLockedValue({ $0 }), NIODeadline.now() < until {
+            done()
+            context.close(promise: nil)  // the server went down mid-response
+            return
+        }
         let position = plan.from + sent
         let total = plan.to - plan.from + plan.extraBytes
         if let (limit, stop) = plan.stopAfter, sent >= limit {
@@ -345,80 +404,4 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         context.close(promise: nil)
     }
-}
-
-enum RangeRequest: Equatable {
-    case whole
-    case unsatisfiable
-    case range(Range<Int64>)
-}
-
-/// Parses a single-range `Range` header against a size (RFC 9110 §14.1.2).
-func parseRange(_ value: String, size: Int64) -> RangeRequest {
-    let trimmed = value.trimmingCharactersInSpaces()
-    guard trimmed.hasPrefix("bytes=") else { return .whole }
-    let spec = trimmed.dropFirst("bytes=".count)
-    if spec.contains(",") { return .whole }  // multiple ranges: this server sends the whole body
-    let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-    guard parts.count == 2 else { return .whole }
-    if parts[0].isEmpty {
-        guard let suffix = Int64(parts[1]), suffix > 0 else { return .unsatisfiable }
-        if size == 0 { return .unsatisfiable }
-        return .range(max(0, size - suffix)..<size)
-    }
-    guard let first = Int64(parts[0]) else { return .whole }
-    if first >= size { return .unsatisfiable }
-    let last = parts[1].isEmpty ? size - 1 : min(Int64(parts[1]) ?? -1, size - 1)
-    if last < first { return .whole }
-    return .range(first..<(last + 1))
-}
-
-extension String {
-    func trimmingCharactersInSpaces() -> String {
-        var s = Substring(self)
-        while s.first == " " { s.removeFirst() }
-        while s.last == " " { s.removeLast() }
-        return String(s)
-    }
-}
-
-/// Decodes `%XX` escapes (and `+` is left alone).
-func percentDecode(_ text: String) -> String {
-    var bytes: [UInt8] = []
-    let input = Array(text.utf8)
-    var i = 0
-    func hex(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 48...57: c - 48
-        case 65...70: c - 55
-        case 97...102: c - 87
-        default: nil
-        }
-    }
-    while i < input.count {
-        if input[i] == 37, i + 2 < input.count, let h = hex(input[i + 1]), let l = hex(input[i + 2]) {
-            bytes.append(h << 4 | l)
-            i += 3
-        } else {
-            bytes.append(input[i])
-            i += 1
-        }
-    }
-    return String(decoding: bytes, as: UTF8.self)
-}
-
-/// Encodes everything but unreserved characters as `%XX`, for building test URLs.
-public func percentEncode(_ text: String) -> String {
-    var out = ""
-    for b in text.utf8 {
-        switch b {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-            out.append(Character(Unicode.Scalar(b)))
-        default:
-            let h = String(b, radix: 16, uppercase: true)
-            out += "%" + (h.count == 1 ? "0" + h : h)
-        }
-    }
-    return out
 }

@@ -54,9 +54,13 @@ public final class TestServer: Sendable {
         /// wall-clock times: how long each response really took, and when each tool's requests
         /// arrived (`Benchmarks/peers/timeline.py`).
         public var timingLogPath: String?
+        /// An emulated round trip: each new connection is served this much later than it was
+        /// accepted, and each response's head leaves this much after its request arrived.
+        public var latencyMilliseconds: Int64 = 0
 
         public init(rateLimit: Int64 = 0, slowEvery: Int = 0, slowFactor: Int64 = 16, host: String = "127.0.0.1", port: Int = 0,
-                    timingLogPath: String? = nil) {
+                    timingLogPath: String? = nil, latencyMilliseconds: Int64 = 0) {
+            self.latencyMilliseconds = latencyMilliseconds
             self.rateLimit = rateLimit
             self.slowEvery = slowEvery
             self.slowFactor = slowFactor
@@ -83,6 +87,10 @@ public final class TestServer: Sendable {
         let recorded = NIOLockedValueBox<[RecordedRequest]>([])
         /// Range requests seen per URI (not counting `bytes=0-0` probes), for scripted faults.
         let rangeRequests = NIOLockedValueBox<[String: Int]>([:])
+        /// Until when the server is "down" (`outageafter`): connections close without an answer.
+        let outageUntil = NIOLockedValueBox<NIODeadline?>(nil)
+        /// Requests of any kind seen per URI, for `firstfail`.
+        let allRequests = NIOLockedValueBox<[String: Int]>([:])
         /// Responses whose body is being sent right now.
         let inflight = Atomic<Int>(0)
     }
@@ -123,7 +131,11 @@ public final class TestServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                // With a latency, the connection is not read until a round trip has passed.
+                let accepted = config.latencyMilliseconds > 0
+                    ? channel.eventLoop.scheduleTask(in: .milliseconds(config.latencyMilliseconds)) {}.futureResult
+                    : channel.eventLoop.makeSucceededVoidFuture()
+                return accepted.flatMapThrowing {
                     let index = counters.connections.wrappingAdd(1, ordering: .relaxed).newValue
                     var rate = config.rateLimit
                     if config.slowEvery > 0 && index % config.slowEvery == 0 && rate > 0 {
@@ -133,7 +145,8 @@ public final class TestServer: Sendable {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withErrorHandling: true, withOutboundHeaderValidation: false)
                     try channel.pipeline.syncOperations.addHandler(
-                        RequestHandler(counters: counters, defaultRate: rate, slowed: rate != config.rateLimit, timing: timing))
+                        RequestHandler(counters: counters, defaultRate: rate, slowed: rate != config.rateLimit, timing: timing,
+                                       latency: .milliseconds(config.latencyMilliseconds)))
                 }
             }
         do {

@@ -26,17 +26,20 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Write the port to this file once listening.") var portFile: String?
     @Option(help: "Append a timestamped line per request and per finished response body to this file.")
     var timingLog: String?
+    @Option(help: "Emulated round trip in milliseconds: delays each new connection and each response's first byte.")
+    var latency: Int64 = 0
 
     func validate() throws {
         guard host.hasPrefix("127.") || host == "::1" || host == "localhost" else {
             throw ValidationError("the test server listens on loopback only")
         }
+        guard latency >= 0 else { throw ValidationError("--latency must be 0 or more milliseconds") }
     }
 
     func run() async throws {
         let server = try await TestServer(configuration: .init(
             rateLimit: rate, slowEvery: slowEvery, slowFactor: slowFactor, host: host, port: port,
-            timingLogPath: timingLog))
+            timingLogPath: timingLog, latencyMilliseconds: latency))
         print(server.port)
         fflush(nil)
         if let portFile {
@@ -53,11 +56,25 @@ struct Serve: AsyncParsableCommand {
 
 struct Hash: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print the SHA-256 of /size/N content.")
-    @Argument(help: "Size in bytes.") var size: Int64
+    @Argument(help: "Size in bytes.") var size: Int64?
     @Option(help: "Content seed.") var seed: UInt64 = 0
+    @Option(help: "A file of 'SIZE SEED' lines: print one SHA-256 per line, in order.") var list: String?
+
+    func validate() throws {
+        guard (size == nil) != (list == nil) else { throw ValidationError("give a size or --list, not both") }
+    }
+
     func run() throws {
-        print(SyntheticContent(size: size, seed: seed).sha256Hex())
+        if let size { return print(SyntheticContent(size: size, seed: seed).sha256Hex()) }
+        guard let list, let file = fopen(list, "r") else { throw ValidationError("cannot read \(list ?? "")") }
+        defer { fclose(file) }
+        var line: UnsafeMutablePointer<CChar>?
+        var capacity = 0
+        defer { free(line) }
+        while getline(&line, &capacity, file) > 0, let line {
+            let fields = String(cString: line).split(separator: " ").compactMap { UInt64($0.filter(\.isNumber)) }
+            guard fields.count == 2 else { throw ValidationError("bad line in \(list): \(String(cString: line))") }
+            print(SyntheticContent(size: Int64(fields[0]), seed: fields[1]).sha256Hex())
+        }
     }
 }
-
-
