@@ -25,19 +25,13 @@ package struct CurlURL: Sendable, Equatable {
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
         guard curl_url_set(handle, CURLUPART_URL, text, 0) == CURLUE_OK else { return nil }
-        func part(_ which: CURLUPart, _ flags: UInt32 = 0) -> String? {
-            var value: UnsafeMutablePointer<CChar>?
-            guard curl_url_get(handle, which, &value, flags) == CURLUE_OK, let value else { return nil }
-            defer { curl_free(value) }
-            return String(cString: value)
-        }
-        guard let scheme = part(CURLUPART_SCHEME), let host = part(CURLUPART_HOST), !host.isEmpty,
-              let portText = part(CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT)), let port = Int(portText) else { return nil }
+        guard let scheme = Self.part(handle, CURLUPART_SCHEME), let host = Self.part(handle, CURLUPART_HOST), !host.isEmpty,
+              let portText = Self.part(handle, CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT)), let port = Int(portText) else { return nil }
         self.scheme = scheme.lowercased()
         self.host = host.lowercased()
         self.port = port
-        user = part(CURLUPART_USER, UInt32(CURLU_URLDECODE))
-        password = part(CURLUPART_PASSWORD, UInt32(CURLU_URLDECODE))
+        user = Self.part(handle, CURLUPART_USER, UInt32(CURLU_URLDECODE))
+        password = Self.part(handle, CURLUPART_PASSWORD, UInt32(CURLU_URLDECODE))
     }
 
     /// The lowercased scheme libcurl reads in `text` (even a URL without a host, `file:///x`).
@@ -45,10 +39,7 @@ package struct CurlURL: Sendable, Equatable {
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
         guard curl_url_set(handle, CURLUPART_URL, text, UInt32(CURLU_NON_SUPPORT_SCHEME)) == CURLUE_OK else { return nil }
-        var value: UnsafeMutablePointer<CChar>?
-        guard curl_url_get(handle, CURLUPART_SCHEME, &value, 0) == CURLUE_OK, let value else { return nil }
-        defer { curl_free(value) }
-        return String(cString: value).lowercased()
+        return part(handle, CURLUPART_SCHEME)?.lowercased()
     }
 
     /// The credentials in the URL (`user:password@`), if any.
@@ -57,25 +48,48 @@ package struct CurlURL: Sendable, Equatable {
         return Credentials(user: user, password: password ?? "")
     }
 
-    /// `text` without its credentials, for messages, manifests and statistics; unchanged when
-    /// libcurl finds none in it. A URL libcurl refuses loses everything up to its last `@` in
-    /// the authority, so no secret survives in a message either way.
+    /// `text` without its credentials, for messages, manifests and statistics: no user name or
+    /// password, and the values of query parameters that carry a signature or a token (presigned
+    /// S3, GCS and Azure URLs) replaced by `REDACTED`. Unchanged when libcurl finds none. A URL
+    /// libcurl refuses loses everything up to its last `@` in the authority, so no secret
+    /// survives in a message either way.
     static func redacting(_ text: String) -> String {
         guard let handle = curl_url() else { return text }
         defer { curl_url_cleanup(handle) }
         guard curl_url_set(handle, CURLUPART_URL, text, 0) == CURLUE_OK else { return scannedRedaction(text) }
-        var user: UnsafeMutablePointer<CChar>?, password: UnsafeMutablePointer<CChar>?
-        let hasUser = curl_url_get(handle, CURLUPART_USER, &user, 0) == CURLUE_OK
-        let hasPassword = curl_url_get(handle, CURLUPART_PASSWORD, &password, 0) == CURLUE_OK
-        curl_free(user)
-        curl_free(password)
-        guard hasUser || hasPassword else { return text }
+        let user = part(handle, CURLUPART_USER), password = part(handle, CURLUPART_PASSWORD)
+        let query = part(handle, CURLUPART_QUERY)
+        let redactedQuery = query.map(redactingQuery)
+        guard user != nil || password != nil || redactedQuery != query else { return text }
         curl_url_set(handle, CURLUPART_USER, nil, 0)
         curl_url_set(handle, CURLUPART_PASSWORD, nil, 0)
-        var cleaned: UnsafeMutablePointer<CChar>?
-        guard curl_url_get(handle, CURLUPART_URL, &cleaned, 0) == CURLUE_OK, let cleaned else { return scannedRedaction(text) }
-        defer { curl_free(cleaned) }
-        return String(cString: cleaned)
+        if let redactedQuery { curl_url_set(handle, CURLUPART_QUERY, redactedQuery, 0) }
+        return part(handle, CURLUPART_URL) ?? scannedRedaction(text)
+    }
+
+    /// One part of a parsed URL, as libcurl gives it (still percent-encoded).
+    private static func part(_ handle: OpaquePointer, _ which: CURLUPart, _ flags: UInt32 = 0) -> String? {
+        var value: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(handle, which, &value, flags) == CURLUE_OK, let value else { return nil }
+        defer { curl_free(value) }
+        return String(cString: value)
+    }
+
+    /// Whether a query parameter's name says its value is a secret: `X-Amz-Signature`,
+    /// `X-Amz-Credential`, `X-Amz-Security-Token`, `X-Goog-Signature`, Azure's `sig`,
+    /// `access_token`, `api_key` and the like.
+    static func isCredentialParameter(_ name: String) -> Bool {
+        let name = percentDecoded(Substring(name)).lowercased()
+        let suffixes = ["signature", "credential", "token", "secret", "password"]
+        return suffixes.contains { name.hasSuffix($0) } || ["sig", "api_key", "apikey", "key", "passwd", "auth"].contains(name)
+    }
+
+    /// A query with the values of credential parameters replaced by `REDACTED`.
+    static func redactingQuery(_ query: String) -> String {
+        query.split(separator: "&", omittingEmptySubsequences: false).map { pair in
+            guard let equals = pair.firstIndex(of: "="), isCredentialParameter(String(pair[..<equals])) else { return String(pair) }
+            return pair[..<equals] + "=REDACTED"
+        }.joined(separator: "&")
     }
 
     /// For text libcurl will not parse (it is never requested): drop the authority up to its
