@@ -49,6 +49,9 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
     public var latency: ClosedRange<Double>
     public var faults = FaultMix()
     public var persistent: PersistentFault?
+    /// The server ends every range response cleanly after at most this many bytes (servers that
+    /// cap range lengths); the rest must be asked for again.
+    public var rangeCap: Int64?
 
     public init(seed: UInt64, size: Int64, configuration: DownloadMachine.Configuration, rates: [Double],
                 latency: ClosedRange<Double> = 0.001...0.001) {
@@ -65,7 +68,7 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
         "seed \(seed): \(size) bytes (probed \(probedSize)), ranges \(acceptsRanges), \(configuration.connections) connections, "
             + "min segment \(configuration.minimumSegmentSize), retries \(configuration.retry.retries), "
             + "stall timeout \(configuration.stallTimeout), rates \(rates.map { Int($0) }), latency \(latency), "
-            + "faults \(faults), persistent \(persistent.map { "\($0)" } ?? "none")"
+            + "faults \(faults), persistent \(persistent.map { "\($0)" } ?? "none"), range cap \(rangeCap.map(String.init) ?? "none")"
     }
 
     /// The time a perfect scheduler would need: one request latency, then every planned
@@ -125,6 +128,7 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
         } else if persistent < 0.16 {
             scenario.persistent = .cancel(at: unit() * 2)
         }
+        if unit() < 0.1 { scenario.rangeCap = between(16 << 10, 2 << 20) }
         return scenario
     }
 

@@ -286,7 +286,7 @@ public struct Simulator {
             if range.isEmpty || ledger.intersects(range) {
                 violations.append("transfer \(start.id) started for \(range), which has written bytes or none at all")
             }
-            end = range.upperBound
+            end = scenario.rangeCap.map { min(range.upperBound, range.lowerBound + $0) } ?? range.upperBound
         } else {
             ledger.removeAll()  // a stream starts over from byte 0
             end = scenario.size

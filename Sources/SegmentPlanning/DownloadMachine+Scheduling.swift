@@ -43,7 +43,7 @@ extension DownloadMachine {
         transfers[id] = Transfer(id: id, connection: connection, segment: segment, range: range, startedAt: now,
                                  lastProgressAt: now, offset: range?.lowerBound ?? 0, abortReason: nil)
         slots[connection].state = .busy(id)
-        return TransferStart(id: id, connection: connection, source: 0, range: range, useIfRange: range != nil,
+        return TransferStart(id: id, connection: connection, source: 0, range: range, useIfRange: range != nil && ifRangeUsable,
                              isSplit: isSplit)
     }
 }

@@ -133,6 +133,9 @@ extension DownloadMachine {
         /// The server refused more connections (`transfer` got 503 or 429): the download goes on
         /// with `remaining`.
         case connectionsReduced(remaining: Int, transfer: TransferID)
+        /// The server answered `transfer`'s `If-Range` with the whole unchanged file; requests go
+        /// on without `If-Range` (each response's validators are still checked).
+        case ifRangeDropped(connection: Int, transfer: TransferID)
     }
 
     /// Why a download ended without its file.
@@ -196,12 +199,16 @@ extension DownloadMachine {
         public var retryAfter: RetryAfter?
         /// The total size a `206` or `416` named when it disagreed with the probed size.
         public var observedTotal: Int64?
+        /// The server answered `If-Range` with the whole file although the file is unchanged.
+        public var ignoredIfRange: Bool
 
-        public init(httpStatus: Int? = nil, isTransient: Bool, retryAfter: RetryAfter? = nil, observedTotal: Int64? = nil) {
+        public init(httpStatus: Int? = nil, isTransient: Bool, retryAfter: RetryAfter? = nil, observedTotal: Int64? = nil,
+                    ignoredIfRange: Bool = false) {
             self.httpStatus = httpStatus
             self.isTransient = isTransient
             self.retryAfter = retryAfter
             self.observedTotal = observedTotal
+            self.ignoredIfRange = ignoredIfRange
         }
     }
 

@@ -79,6 +79,8 @@ public struct DownloadMachine: Sendable {
     var scheduledWake: Double?
     var mayRestartOnSizeMismatch: Bool
     var streamComplete = false
+    /// Whether requests carry `If-Range`; off once the server answered it wrongly.
+    var ifRangeUsable = true
 
     /// A fresh download: nothing on disk yet.
     public init(configuration: Configuration) {
@@ -272,10 +274,10 @@ public struct DownloadMachine: Sendable {
             if case .stream = mode {
                 streamComplete = true
                 slots[slot].failures = 0
-            } else if segmentComplete {
+            } else if segmentComplete || wrote > 0 {
+                // All of it, or a server that caps range lengths: the rest is asked for next.
                 slots[slot].failures = 0
             } else {
-                // The body ended before the range did: keep what arrived, fetch the rest.
                 judge(failure: TransferFailure(isTransient: true), of: transfer, wrote: wrote, now: now, into: &actions)
             }
         case (nil, .failed(let failure)):
@@ -295,6 +297,12 @@ public struct DownloadMachine: Sendable {
             phase = .restarting(observedTotal: observed)
             return
         }
+        if failure.ignoredIfRange, ifRangeUsable {
+            // Not the file changing (the validators matched): ask again at once, without If-Range.
+            ifRangeUsable = false
+            actions.append(.notify(.ifRangeDropped(connection: slot, transfer: transfer.id)))
+            return
+        }
         let live = slots.filter { $0.state != .retired }.count
         if case .segmented = mode, let status = failure.httpStatus, RetryPolicy.statusesWithRetryAfter.contains(status),
            !transfers.isEmpty, live > 1 {
@@ -312,16 +320,13 @@ public struct DownloadMachine: Sendable {
             slots[slot].failures += 1
         }
         let attempt = slots[slot].failures
-        if attempt > configuration.retry.retries {
+        switch configuration.retry.decide(failure, attempt: attempt, random: &random) {
+        case .giveUp:
             stop(.transfer(transfer.id, gaveUpAfter: configuration.retry.retries))
-            return
+        case .retry(let delay):
+            slots[slot].state = .waiting(until: now + delay)
+            actions.append(.notify(.retrying(connection: slot, transfer: transfer.id, attempt: attempt, delay: delay)))
         }
-        let honoured = failure.httpStatus.map { RetryPolicy.statusesWithRetryAfter.contains($0) } ?? false
-        let jitter = random.nextUnit()
-        let delay = configuration.retry.delay(attempt: attempt, retryAfter: honoured ? failure.retryAfter?.delay : nil,
-                                              jitter: jitter)
-        slots[slot].state = .waiting(until: now + delay)
-        actions.append(.notify(.retrying(connection: slot, transfer: transfer.id, attempt: attempt, delay: delay)))
     }
 
     private mutating func stop(_ failure: Failure) {

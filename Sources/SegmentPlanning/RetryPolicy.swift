@@ -22,6 +22,21 @@ public struct RetryPolicy: Sendable, Equatable {
     /// The statuses whose `Retry-After` is honoured: the server says when to come back.
     public static let statusesWithRetryAfter: Set<Int> = [429, 503]
 
+    /// What follows a failed attempt: another after a delay, or giving up. The one rule for every
+    /// request of a download, the probe included.
+    public enum Decision: Sendable, Equatable {
+        case retry(after: Double)
+        case giveUp
+    }
+
+    /// Decides after failed attempt number `attempt` (1-based) of a request. Draws the jitter from
+    /// `random` only when it retries.
+    public func decide(_ failure: DownloadMachine.TransferFailure, attempt: Int, random: inout SplitMix64) -> Decision {
+        guard failure.isTransient, attempt <= retries else { return .giveUp }
+        let honoured = failure.httpStatus.map { Self.statusesWithRetryAfter.contains($0) } ?? false
+        return .retry(after: delay(attempt: attempt, retryAfter: honoured ? failure.retryAfter?.delay : nil, jitter: random.nextUnit()))
+    }
+
     /// The wait before retry number `attempt` (1-based).
     ///
     /// - Parameters:

@@ -1,3 +1,5 @@
+import SegmentPlanning
+
 /// The one error type Splitfetch throws: a stable ``Code``, a message for people, and the cause.
 ///
 /// Messages name what failed: the URL with the HTTP status or libcurl's error text, or the path
@@ -49,6 +51,10 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
 
         /// A stable name: `usage`, `network`, `http`, …
         public var description: String { base.rawValue }
+
+        /// Encoded as its stable name (`"network"`).
+        public init(from decoder: any Decoder) throws { base = try Base(from: decoder) }
+        public func encode(to encoder: any Encoder) throws { try base.encode(to: encoder) }
     }
 
     /// What the caller could change so that the same download may succeed.
@@ -81,6 +87,11 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
     public var remedy: Remedy?
     /// The total size a `206` named when it disagreed with the probed size.
     var observedTotal: Int64?
+    /// The server's `Retry-After`, when the response had one.
+    var retryAfter: RetryAfter?
+    /// A server answered a request with `If-Range` by the whole file although the validators
+    /// still match: ask again without `If-Range`.
+    var ignoredIfRange = false
 
     public init(_ code: Code, _ message: String, httpStatus: Int? = nil, isTransient: Bool = false, remedy: Remedy? = nil) {
         self.code = code
@@ -91,4 +102,12 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
     }
 
     public var description: String { message }
+}
+
+extension DownloadError {
+    /// What the download core needs to know about this error to decide on a retry.
+    var failure: DownloadMachine.TransferFailure {
+        DownloadMachine.TransferFailure(httpStatus: httpStatus, isTransient: isTransient, retryAfter: retryAfter,
+                                        observedTotal: observedTotal, ignoredIfRange: ignoredIfRange)
+    }
 }

@@ -129,10 +129,21 @@ struct DownloadMachineTests {
         #expect(m.checkpointEnded(checkpoint.id, succeeded: true, now: 0.13) == [.finish])
     }
 
-    @Test func aBodyThatEndsEarlyIsRetriedFromItsFirstUnwrittenByte() {
+    /// A server that caps range lengths ends the response early but cleanly: the rest of the
+    /// range is asked for at once, on the same connection, with no failure counted.
+    @Test func aCappedRangeIsContinuedAtOnceFromItsFirstUnwrittenByte() {
         var (m, _) = Self.running()
         _ = Self.write(&m, 1, from: 0, Self.MiB, now: 1)
         let ended = m.transferEnded(1, .completed, now: 1)  // 1 MiB short of its range
+        #expect(Self.starts(ended).map(\.range) == [ByteRange(Self.MiB, 2 * Self.MiB)])
+        #expect(Self.starts(ended).map(\.connection) == [0])
+        #expect(!ended.contains { if case .notify = $0 { true } else { false } })
+    }
+
+    @Test func aBodyThatEndsEarlyIsRetriedFromItsFirstUnwrittenByte() {
+        var (m, _) = Self.running()
+        _ = Self.write(&m, 1, from: 0, Self.MiB, now: 1)
+        let ended = m.transferEnded(1, .failed(M.TransferFailure(isTransient: true)), now: 1)
         guard case .notify(.retrying(0, 1, 1, let delay))? = ended.first else {
             Issue.record("expected a retry notice, got \(ended)")
             return
@@ -143,6 +154,36 @@ struct DownloadMachineTests {
         let restarted = Self.starts(m.tick(now: 1 + delay))
         #expect(restarted.map(\.range) == [ByteRange(Self.MiB, 2 * Self.MiB)])
         #expect(restarted.map(\.connection) == [0])
+    }
+
+    /// A response that ends cleanly with nothing written would loop forever if asked again at
+    /// once: it counts as a failed attempt.
+    @Test func aCleanEndWithNothingWrittenBacksOff() {
+        var (m, _) = Self.running()
+        let ended = m.transferEnded(1, .completed, now: 1)
+        guard case .notify(.retrying(0, 1, 1, _))? = ended.first else {
+            Issue.record("expected a retry notice, got \(ended)")
+            return
+        }
+        #expect(Self.starts(ended).isEmpty)
+    }
+
+    /// A server that answers `If-Range` with the unchanged whole file: the range is asked again
+    /// at once without `If-Range`, and so is every later request; a second such answer is an
+    /// ordinary failure.
+    @Test func aMishandledIfRangeIsDroppedOnce() {
+        var (m, _) = Self.running()
+        let ignored = M.TransferFailure(httpStatus: 200, isTransient: true, ignoredIfRange: true)
+        let ended = m.transferEnded(2, .failed(ignored), now: 1)
+        #expect(ended.first == .notify(.ifRangeDropped(connection: 1, transfer: 2)))
+        let again = Self.starts(ended)
+        #expect(again.map(\.range) == [ByteRange(2 * Self.MiB, 4 * Self.MiB)])
+        #expect(again.allSatisfy { !$0.useIfRange })
+        let second = m.transferEnded(again[0].id, .failed(ignored), now: 2)
+        guard case .notify(.retrying(1, _, 1, _))? = second.first else {
+            Issue.record("expected a retry notice, got \(second)")
+            return
+        }
     }
 
     // MARK: - Failures
@@ -413,6 +454,37 @@ struct DownloadMachineTests {
         #expect(policy.delay(attempt: 3, retryAfter: nil, jitter: 0) == 0.5)
         #expect(policy.delay(attempt: 9, retryAfter: nil, jitter: 0) == 2)
         #expect(policy.delay(attempt: 2, retryAfter: 9, jitter: 0.3) == 4)
+    }
+
+    /// The one retry rule, used for the probe and for every transfer.
+    @Test("retry or give up", arguments: [
+        (M.TransferFailure(httpStatus: 503, isTransient: true), 1, RetryPolicy.Decision.retry(after: 0.125)),
+        (M.TransferFailure(httpStatus: 503, isTransient: true, retryAfter: .seconds(3)), 1, .retry(after: 3)),
+        (M.TransferFailure(httpStatus: 503, isTransient: true, retryAfter: .date(1_000, receivedAt: 998)), 2, .retry(after: 2)),
+        (M.TransferFailure(httpStatus: 500, isTransient: true, retryAfter: .seconds(3)), 1, .retry(after: 0.125)),
+        (M.TransferFailure(isTransient: true), 3, .retry(after: 0.5)),
+        (M.TransferFailure(isTransient: true), 4, .giveUp),
+        (M.TransferFailure(httpStatus: 404, isTransient: false), 1, .giveUp),
+    ])
+    func retryDecisions(failure: M.TransferFailure, attempt: Int, expected: RetryPolicy.Decision) {
+        let policy = RetryPolicy(retries: 3, baseDelay: 0.25, maximumDelay: 30)
+        var random = SplitMix64(seed: 1)
+        // The backoffs in the table are at jitter 0: a jittered one lies in [d, 2d).
+        let decided = policy.decide(failure, attempt: attempt, random: &random)
+        switch (decided, expected) {
+        case (.giveUp, .giveUp):
+            var fresh = SplitMix64(seed: 1)
+            #expect(random.next() == fresh.next(), "giving up draws no jitter")
+        case (.retry(let delay), .retry(let atZeroJitter)):
+            let honoured = failure.retryAfter != nil && [429, 503].contains(failure.httpStatus ?? 0)
+            if honoured {
+                #expect(delay == atZeroJitter)
+            } else {
+                #expect(delay >= atZeroJitter && delay < 2 * atZeroJitter)
+            }
+        default:
+            Issue.record("decided \(decided), expected \(expected)")
+        }
     }
 
     @Test func theSameSeedGivesTheSameDelays() {

@@ -42,12 +42,52 @@ struct HTTPFieldsTests {
         return h
     }
 
-    @Test func exactRangeResponseIsAccepted() {
-        let ok = head(206, [("Content-Range", "bytes 100-199/1000"), ("Content-Length", "100")])
-        #expect(HTTPFields.validateRangeResponse(ok, requested: ByteRange(100, 200), total: 1000, url: "http://h/f") == nil)
+    private func rejection(_ answer: HTTPFields.RangeAnswer) -> DownloadError? {
+        if case .reject(let error) = answer { error } else { nil }
     }
 
-    @Test("anything but the exact 206 is rejected before a byte is written", arguments: [
+    @Test func exactRangeResponseIsAccepted() {
+        let ok = head(206, [("Content-Range", "bytes 100-199/1000"), ("Content-Length", "100")])
+        #expect(HTTPFields.checkRangeResponse(ok, requested: ByteRange(100, 200), total: 1000, url: "http://h/f") == .accept(through: 200))
+    }
+
+    /// A server that caps range lengths answers with the start asked for and an earlier end:
+    /// that is data, and the rest is asked for next.
+    @Test func aShorterRangeFromTheSameStartIsAccepted() {
+        let capped = head(206, [("Content-Range", "bytes 100-149/1000"), ("Content-Length", "50")])
+        #expect(HTTPFields.checkRangeResponse(capped, requested: ByteRange(100, 200), total: 1000, url: "http://h/f") == .accept(through: 150))
+    }
+
+    /// httpbin answers a range covering the whole file with `200`: for a range from byte 0 the
+    /// body is the data asked for (and more, which the sink does not write).
+    @Test func aWholeFile200IsAcceptedForARangeFromByteZero() {
+        let whole = head(200, [("Content-Length", "1000"), ("ETag", "\"v1\"")])
+        #expect(HTTPFields.checkRangeResponse(whole, requested: ByteRange(0, 1000), total: 1000, url: "http://h/f",
+                                              etag: "\"v1\"") == .accept(through: 1000))
+        #expect(HTTPFields.checkRangeResponse(whole, requested: ByteRange(0, 300), total: 1000, url: "http://h/f") == .accept(through: 300))
+        // Not from byte 0, or of another length: not this file's bytes at this offset.
+        #expect(rejection(HTTPFields.checkRangeResponse(whole, requested: ByteRange(300, 1000), total: 1000, url: "http://h/f")) != nil)
+        let other = head(200, [("Content-Length", "999")])
+        #expect(rejection(HTTPFields.checkRangeResponse(other, requested: ByteRange(0, 1000), total: 1000, url: "http://h/f")) != nil)
+    }
+
+    /// A `200` to `If-Range` with unchanged validators is a server mishandling `If-Range`: worth
+    /// asking again without it. The same `200` without `If-Range` is a server ignoring ranges.
+    @Test func aWhole200ToIfRangeWithTheSameValidatorsAsksAgainWithoutIt() throws {
+        let whole = head(200, [("Content-Length", "1000"), ("ETag", "\"v1\"")])
+        let error = try #require(rejection(HTTPFields.checkRangeResponse(whole, requested: ByteRange(300, 1000), total: 1000,
+                                                                       url: "http://h/f", etag: "\"v1\"", sentIfRange: true)))
+        #expect(error.ignoredIfRange && error.isTransient)
+        let plain = try #require(rejection(HTTPFields.checkRangeResponse(whole, requested: ByteRange(300, 1000), total: 1000,
+                                                                       url: "http://h/f", etag: "\"v1\"")))
+        #expect(!plain.ignoredIfRange && !plain.isTransient)
+        let changed = head(200, [("Content-Length", "1000"), ("ETag", "\"v2\"")])
+        let news = try #require(rejection(HTTPFields.checkRangeResponse(changed, requested: ByteRange(300, 1000), total: 1000,
+                                                                      url: "http://h/f", etag: "\"v1\"", sentIfRange: true)))
+        #expect(news.code == .remoteChanged)
+    }
+
+    @Test("anything but a 206 for the range's start is rejected before a byte is written", arguments: [
         (200, [("Content-Length", "1000")]),
         (206, [("Content-Range", "bytes 101-200/1000")]),
         (206, [("Content-Range", "bytes 100-199/999")]),
@@ -61,23 +101,53 @@ struct HTTPFieldsTests {
         (404, []),
     ] as [(Int, [(String, String)])])
     func wrongResponsesAreRejected(status: Int, fields: [(String, String)]) {
-        let error = HTTPFields.validateRangeResponse(head(status, fields), requested: ByteRange(100, 200), total: 1000, url: "http://u:p@h/f")
+        let error = rejection(HTTPFields.checkRangeResponse(head(status, fields), requested: ByteRange(100, 200), total: 1000,
+                                                            url: "http://u:p@h/f"))
         #expect(error != nil)
         #expect(error?.message.contains("u:p") == false, "credentials leaked into the message")
     }
 
+    /// Answers that cannot change on a retry end the download at once, not after five retries.
+    @Test("deterministic faults are not transient", arguments: [
+        [("Content-Range", "bytes 100-199/1000"), ("Content-Encoding", "gzip")],
+        [("Content-Range", "bytes 100-199/1000"), ("Content-Length", "150")],
+    ])
+    func deterministicFaultsAreNotRetried(fields: [(String, String)]) throws {
+        let error = try #require(rejection(HTTPFields.checkRangeResponse(head(206, fields), requested: ByteRange(100, 200), total: 1000,
+                                                                       url: "http://h/f")))
+        #expect(!error.isTransient, "\(error.message)")
+    }
+
     @Test func anotherTotalInA206OrA416IsReportedAsTheObservedSize() {
         let range = ByteRange(100, 200)
-        let shorter206 = head(206, [("Content-Range", "bytes 100-199/500")])
-        #expect(HTTPFields.validateRangeResponse(shorter206, requested: range, total: 1000, url: "http://h/f")?.observedTotal == 500)
+        func observed(_ h: ResponseHead) -> Int64? {
+            rejection(HTTPFields.checkRangeResponse(h, requested: range, total: 1000, url: "http://h/f"))?.observedTotal
+        }
+        #expect(observed(head(206, [("Content-Range", "bytes 100-199/500")])) == 500)
         // A range past the real end gets a 416 naming the size; whichever arrives first, the
         // download learns the same thing.
         let past416 = head(416, [("Content-Range", "bytes */50")])
-        let error = HTTPFields.validateRangeResponse(past416, requested: range, total: 1000, url: "http://h/f")
-        #expect(error?.httpStatus == 416 && error?.observedTotal == 50)
-        let same416 = head(416, [("Content-Range", "bytes */1000")])
-        #expect(HTTPFields.validateRangeResponse(same416, requested: range, total: 1000, url: "http://h/f")?.observedTotal == nil)
-        #expect(HTTPFields.validateRangeResponse(head(416, []), requested: range, total: 1000, url: "http://h/f")?.observedTotal == nil)
+        #expect(rejection(HTTPFields.checkRangeResponse(past416, requested: range, total: 1000, url: "http://h/f"))?.httpStatus == 416)
+        #expect(observed(past416) == 50)
+        #expect(observed(head(416, [("Content-Range", "bytes */1000")])) == nil)
+        #expect(observed(head(416, [])) == nil)
+    }
+
+    /// Apache's weak ETag for a just-modified file: compared weakly to tell a change, and never
+    /// sent in `If-Range`; nor is a `Last-Modified` that is not a second older than `Date`.
+    @Test func weakValidatorsCompareWeaklyAndStayOutOfIfRange() {
+        #expect(HTTPFields.sameEntityTag("W/\"5-abc\"", "\"5-abc\""))
+        #expect(HTTPFields.sameEntityTag("W/\"5-abc\"", "W/\"5-abc\""))
+        #expect(!HTTPFields.sameEntityTag("W/\"5-abc\"", "\"5-abd\""))
+        let weak = head(206, [("Content-Range", "bytes 100-199/1000"), ("ETag", "\"x\"")])
+        #expect(HTTPFields.checkRangeResponse(weak, requested: ByteRange(100, 200), total: 1000, url: "http://h/f",
+                                              etag: "W/\"x\"") == .accept(through: 200))
+        let modified = "Mon, 23 Nov 2026 03:00:00 GMT"
+        #expect(HTTPFields.ifRangeValue(etag: "\"x\"", lastModified: modified, date: nil) == "\"x\"")
+        #expect(HTTPFields.ifRangeValue(etag: "W/\"x\"", lastModified: modified, date: "Mon, 23 Nov 2026 04:00:00 GMT") == nil)
+        #expect(HTTPFields.ifRangeValue(etag: nil, lastModified: modified, date: "Mon, 23 Nov 2026 03:00:01 GMT") == modified)
+        #expect(HTTPFields.ifRangeValue(etag: nil, lastModified: modified, date: "Mon, 23 Nov 2026 03:00:00 GMT") == nil)
+        #expect(HTTPFields.ifRangeValue(etag: nil, lastModified: modified, date: nil) == nil)
     }
 
     @Test func responseHeadKeepsOnlyTheFinalResponse() {
@@ -98,6 +168,20 @@ struct URLTextTests {
     @Test func redaction() {
         #expect(redactedURL("https://user:secret@example.org:8443/a?b=c") == "https://example.org:8443/a?b=c")
         #expect(redactedURL("http://example.org/a@b") == "http://example.org/a@b")
+    }
+
+    @Test(arguments: [
+        // S3 presigned: the signature, the credential and a session token go; the rest stays.
+        ("https://b.s3.amazonaws.com/k.iso?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20261123%2Fus&X-Amz-Date=20261123T000000Z&X-Amz-Expires=60&X-Amz-SignedHeaders=host&X-Amz-Security-Token=tok&X-Amz-Signature=abcdef",
+         "https://b.s3.amazonaws.com/k.iso?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=REDACTED&X-Amz-Date=20261123T000000Z&X-Amz-Expires=60&X-Amz-SignedHeaders=host&X-Amz-Security-Token=REDACTED&X-Amz-Signature=REDACTED"),
+        ("https://s.blob.core.windows.net/c/f?sv=2024&se=2026&sp=r&sig=c2VjcmV0", "https://s.blob.core.windows.net/c/f?sv=2024&se=2026&sp=r&sig=REDACTED"),
+        ("https://h/f?access_token=t&name=x&X-Goog-Signature=s", "https://h/f?access_token=REDACTED&name=x&X-Goog-Signature=REDACTED"),
+        ("https://u:p@h/f?x-amz-signature=s", "https://h/f?x-amz-signature=REDACTED"),
+        ("https://h/f?page=2&sort=name", "https://h/f?page=2&sort=name"),
+        ("https://h/f?flag&token", "https://h/f?flag&token"),
+    ])
+    func credentialsInTheQueryAreRedacted(url: String, expected: String) {
+        #expect(redactedURL(url) == expected)
     }
 
     @Test func defaultNames() {

@@ -134,6 +134,8 @@ final class DownloadDriver {
             counters[connection].retries.wrappingAdd(1, ordering: .relaxed)
             counters[connection].set(.waitingToRetry)
             engine.emit(.retrying(connection: connection, error: error(of: transfer), delay: .seconds(delay)))
+        case .notify(.ifRangeDropped(let connection, let transfer)):
+            engine.emit(.retrying(connection: connection, error: error(of: transfer), delay: .zero))
         case .notify(.connectionsReduced(let remaining, let transfer)):
             engine.emit(.connectionsReduced(to: remaining, reason: error(of: transfer).message))
         case .checkpoint(let checkpoint):
@@ -213,12 +215,12 @@ final class DownloadDriver {
         let (transport, queue, id, url, file) = (engine.transport, queue, start.id, resource.finalURL, file!)
         if let range = start.range {
             var request = engine.policy.request(url, range: range)
-            if start.useIfRange, let ifRange = HTTPFields.ifRangeValue(etag: resource.etag, lastModified: resource.lastModified) {
-                request.headers.append("If-Range: \(ifRange)")
-            }
+            let ifRange = start.useIfRange
+                ? HTTPFields.ifRangeValue(etag: resource.etag, lastModified: resource.lastModified, date: resource.date) : nil
+            if let ifRange { request.headers.append("If-Range: \(ifRange)") }
             let sink = SegmentSink(machine: shared, transfer: id, file: file, counters: counter, requested: range,
                                    total: shared.withLock { $0.table?.size ?? 0 }, url: url,
-                                   etag: resource.etag, lastModified: resource.lastModified)
+                                   etag: resource.etag, lastModified: resource.lastModified, sentIfRange: ifRange != nil)
             transfers[id] = Task {
                 let result = await transport.perform(request, sink: sink)
                 let (end, error) = TransferOutcome.segment(result, sink: sink)

@@ -23,10 +23,34 @@ struct Engine: Sendable {
         return try await named.runWithLocalChecks(probed: resource, since: start)
     }
 
+    /// Probes, retrying transient failures (a `503` to the very first request, a refused
+    /// connection) under the same ``RetryPolicy`` as every later request.
     private func probe() async throws -> RemoteResource {
-        let resource = try await Probe(transport: transport, policy: policy).run()
-        emit(.probed(resource))
-        return resource
+        var random = SplitMix64(seed: UInt64.random(in: .min ... .max))
+        var attempt = 0
+        while true {
+            do {
+                let resource = try await Probe(transport: transport, policy: policy).run()
+                emit(.probed(resource))
+                return resource
+            } catch {
+                attempt += 1
+                switch retryPolicy.decide(error.failure, attempt: attempt, random: &random) {
+                case .giveUp:
+                    guard attempt > 1, error.isTransient else { throw error }
+                    throw DownloadError(error.code, "\(error.message) (gave up after \(attempt - 1) retries)", httpStatus: error.httpStatus)
+                case .retry(let delay):
+                    emit(.retrying(connection: 0, error: error, delay: .seconds(delay)))
+                    do { try await Task.sleep(for: .seconds(delay)) } catch {
+                        throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))")
+                    }
+                }
+            }
+        }
+    }
+
+    var retryPolicy: RetryPolicy {
+        RetryPolicy(retries: options.retries, baseDelay: options.retryBaseDelay.seconds, maximumDelay: options.retryMaximumDelay.seconds)
     }
 
     /// The destination with its name replaced by the server's `Content-Disposition` file name,
@@ -93,8 +117,7 @@ struct Engine: Sendable {
         configuration.connections = options.connections
         configuration.minimumSegmentSize = options.minimumSegmentSize
         configuration.split = SegmentTable.SplitPolicy(minimumPiece: options.minimumSplitSize)
-        configuration.retry = RetryPolicy(retries: options.retries, baseDelay: options.retryBaseDelay.seconds,
-                                          maximumDelay: options.retryMaximumDelay.seconds)
+        configuration.retry = retryPolicy
         configuration.stallTimeout = options.stallTimeout.seconds
         configuration.quickCheckpointInterval = options.quickCheckpointInterval.seconds
         configuration.durableCheckpointInterval = options.checkpointInterval.seconds

@@ -122,7 +122,7 @@ struct PartialFile: Sendable {
                 "\(url): \(changed) (size \(manifest.size) is now \(resource.size.map(String.init) ?? "unknown")); start over to download the new file",
                 remedy: .restart)
         }
-        if let old = manifest.etag, let new = resource.etag, old != new {
+        if let old = manifest.etag, let new = resource.etag, !HTTPFields.sameEntityTag(old, new) {
             throw DownloadError(.remoteChanged, "\(url): \(changed) (ETag \(old) is now \(new)); start over to download the new file",
                                 remedy: .restart)
         }

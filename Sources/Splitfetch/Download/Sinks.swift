@@ -1,10 +1,11 @@
 import SegmentPlanning
 import Synchronization
 
-/// Writes a `206` body into its segment of the partial file, straight from libcurl's buffer.
+/// Writes a `206` body into its segment of the partial file, straight from libcurl's buffer (or
+/// the start of a whole-file `200`, for a range that starts at byte 0).
 ///
 /// Thread safety: `receive` runs on the transport thread, one call at a time; the driver reads
-/// ``offset`` and ``accepted`` after the transfer ended. Both are atomics, so no lock or unchecked
+/// ``offset`` and ``answer`` after the transfer ended. They are atomics, so no lock or unchecked
 /// claim is needed for that hand-over (ThreadSanitizer cannot see the continuation's edge).
 final class SegmentSink: TransferSink, Sendable {
     let machine: SharedMachine
@@ -16,16 +17,23 @@ final class SegmentSink: TransferSink, Sendable {
     let url: String
     let etag: String?
     let lastModified: String?
+    let sentIfRange: Bool
     private let written: Atomic<Int64>
-    private let validated = Atomic<Bool>(false)
+    /// Where the accepted response's body ends (exclusive); 0 until a response is accepted.
+    private let acceptedThrough = Atomic<Int64>(0)
 
     /// Where the next byte goes (the first unwritten byte of the range, after the last call).
     var offset: Int64 { written.load(ordering: .relaxed) }
+    /// Whether the response was checked and accepted.
+    var accepted: Bool { acceptedThrough.load(ordering: .relaxed) > 0 }
+    /// Where the accepted body ends: the range's end, or earlier when the server capped it.
+    var expectedEnd: Int64 { accepted ? acceptedThrough.load(ordering: .relaxed) : requested.upperBound }
 
     init(machine: SharedMachine, transfer: DownloadMachine.TransferID, file: OutputFile, counters: WorkerCounters,
-         requested: ByteRange, total: Int64, url: String, etag: String?, lastModified: String?) {
+         requested: ByteRange, total: Int64, url: String, etag: String?, lastModified: String?, sentIfRange: Bool) {
         self.etag = etag
         self.lastModified = lastModified
+        self.sentIfRange = sentIfRange
         self.machine = machine
         self.transfer = transfer
         self.file = file
@@ -36,23 +44,32 @@ final class SegmentSink: TransferSink, Sendable {
         self.written = Atomic(requested.lowerBound)
     }
 
+    /// What `head` allows this sink to write.
+    func check(_ head: ResponseHead) -> HTTPFields.RangeAnswer {
+        HTTPFields.checkRangeResponse(head, requested: requested, total: total, url: url, etag: etag,
+                                      lastModified: lastModified, sentIfRange: sentIfRange)
+    }
+
     func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict {
-        if !validated.load(ordering: .relaxed) {
-            if let error = HTTPFields.validateRangeResponse(head, requested: requested, total: total, url: url,
-                                                            etag: etag, lastModified: lastModified) {
-                return .fail(error)
+        if !accepted {
+            switch check(head) {
+            case .accept(let through): acceptedThrough.store(through, ordering: .relaxed)
+            case .reject(let error): return .fail(error)
             }
-            validated.store(true, ordering: .relaxed)
         }
+        let end = acceptedThrough.load(ordering: .relaxed)
         let offset = written.load(ordering: .relaxed)
-        let count = Int64(body.count)
+        var count = Int64(body.count)
         counters.received.wrappingAdd(count, ordering: .relaxed)
-        if offset + count > requested.upperBound {
-            return .fail(DownloadError(.protocolViolation,
-                "\(redactedURL(url)): body runs past the requested range ending at byte \(requested.upperBound - 1)", isTransient: true))
+        if offset + count > end {
+            guard head.status == 200 else {
+                return .fail(DownloadError(.protocolViolation,
+                    "\(redactedURL(url)): body runs past the range ending at byte \(end - 1)", isTransient: true))
+            }
+            count = end - offset  // a whole file from byte 0: this segment needs only its start
         }
         let (id, at) = (transfer, offset)
-        let allowed = machine.withLock { $0.claim(id, offset: at, count: count) }
+        let allowed = count > 0 ? machine.withLock { $0.claim(id, offset: at, count: count) } : 0
         if allowed > 0 {
             do {
                 try file.write(UnsafeRawBufferPointer(rebasing: body[0..<Int(allowed)]), at: offset)
@@ -66,11 +83,8 @@ final class SegmentSink: TransferSink, Sendable {
             machine.withLock { $0.commit(id, through: through, now: now) }
             counters.bytes.wrappingAdd(allowed, ordering: .relaxed)
         }
-        return allowed < count ? .stop : .proceed
+        return allowed < Int64(body.count) ? .stop : .proceed
     }
-
-    /// Whether the response was checked and accepted.
-    var accepted: Bool { validated.load(ordering: .relaxed) }
 }
 
 /// Writes a whole-file `200` body from offset 0 (servers without ranges, or of unknown length).
@@ -110,7 +124,8 @@ final class StreamSink: TransferSink, Sendable {
             return HTTPFields.httpStatusError(head.status, url: url, head: head)
         }
         if let encoding = head.first("content-encoding"), encoding.lowercased() != "identity" {
-            return DownloadError(.protocolViolation, "\(redactedURL(url)): body sent with Content-Encoding \(encoding)", isTransient: true)
+            return DownloadError(.protocolViolation,
+                "\(redactedURL(url)): the server sent the body with Content-Encoding \(encoding) although asked for identity")
         }
         switch HTTPFields.contentLength(head.all("content-length")) {
         case .failure(let e):

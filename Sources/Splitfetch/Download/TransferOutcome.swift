@@ -18,15 +18,13 @@ enum TransferOutcome {
         guard let head = result.head else {
             return failed(DownloadError(.protocolViolation, "\(redactedURL(url)): no response", isTransient: true), result)
         }
-        if !sink.accepted, let error = HTTPFields.validateRangeResponse(head, requested: sink.requested, total: sink.total, url: url,
-                                                                        etag: sink.etag, lastModified: sink.lastModified) {
-            return failed(error, result)
-        }
-        if sink.offset < sink.requested.upperBound {
+        if !sink.accepted, case .reject(let error) = sink.check(head) { return failed(error, result) }
+        if sink.offset < sink.expectedEnd {
             return failed(DownloadError(.protocolViolation,
-                "\(redactedURL(url)): body ended at byte \(sink.offset) of range \(sink.requested.lowerBound)-\(sink.requested.upperBound - 1)",
+                "\(redactedURL(url)): body ended at byte \(sink.offset) of range \(sink.requested.lowerBound)-\(sink.expectedEnd - 1)",
                 isTransient: true), result)
         }
+        // At the range's end, or at an earlier end the server chose: the machine asks for the rest.
         return (.completed, nil)
     }
 
@@ -48,9 +46,11 @@ enum TransferOutcome {
     }
 
     private static func failed(_ error: DownloadError, _ result: TransferResult) -> (DownloadMachine.TransferEnd, DownloadError?) {
-        let retryAfter = result.head?.first("retry-after").flatMap { HTTPFields.retryAfterValue($0, receivedAt: Int64(time(nil))) }
-        let failure = DownloadMachine.TransferFailure(httpStatus: error.httpStatus ?? result.head?.status, isTransient: error.isTransient,
-                                                      retryAfter: retryAfter, observedTotal: error.observedTotal)
+        let retryAfter = error.retryAfter
+            ?? result.head?.first("retry-after").flatMap { HTTPFields.retryAfterValue($0, receivedAt: Int64(time(nil))) }
+        var failure = error.failure
+        failure.httpStatus = failure.httpStatus ?? result.head?.status
+        failure.retryAfter = retryAfter
         return (.failed(failure), error)
     }
 }

@@ -1,5 +1,9 @@
 package import SegmentPlanning
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Parsers for the header fields that decide what gets written where. Strict on purpose: a value
 /// that is not exactly well formed is rejected rather than guessed at.
 package enum HTTPFields {
@@ -94,25 +98,57 @@ package enum HTTPFields {
         return days * 86400 + h * 3600 + m * 60 + s
     }
 
+    /// What a response to a range request may be used for.
+    enum RangeAnswer: Equatable {
+        /// Write the body from `requested.lowerBound` up to `through` (exclusive): the range
+        /// asked for, or less of it when the server caps range lengths. A `200` that carries the
+        /// whole file from byte 0 is accepted for a range starting at 0 (the sink stops at the
+        /// range's end).
+        case accept(through: Int64)
+        case reject(DownloadError)
+    }
+
     /// Checks a response to a range request before a byte of it is written.
     ///
-    /// - Returns: `nil` when the response is exactly the `206` for `requested` of a file of
-    ///   `total` bytes, otherwise the error for the segment.
-    static func validateRangeResponse(_ head: ResponseHead, requested: ByteRange, total: Int64, url: String,
-                                      etag: String? = nil, lastModified: String? = nil) -> DownloadError? {
+    /// - Parameter sentIfRange: the request carried `If-Range`; a `200` with unchanged
+    ///   validators then means the server mishandles `If-Range`, and the range is worth asking
+    ///   again without it.
+    static func checkRangeResponse(_ head: ResponseHead, requested: ByteRange, total: Int64, url: String,
+                                   etag: String? = nil, lastModified: String? = nil, sentIfRange: Bool = false) -> RangeAnswer {
         let where_ = redactedURL(url)
         if head.status == 200 || head.status == 206 {
-            if let ours = etag, let theirs = head.first("etag"), ours != theirs {
-                return DownloadError(.remoteChanged, "\(where_): the file changed on the server (ETag \(ours) is now \(theirs))", httpStatus: head.status)
+            if let ours = etag, let theirs = head.first("etag"), !sameEntityTag(ours, theirs) {
+                return .reject(DownloadError(.remoteChanged, "\(where_): the file changed on the server (ETag \(ours) is now \(theirs))",
+                                             httpStatus: head.status))
             }
             if etag == nil, let ours = lastModified, let theirs = head.first("last-modified"), ours != theirs {
-                return DownloadError(.remoteChanged, "\(where_): the file changed on the server (Last-Modified \(ours) is now \(theirs))", httpStatus: head.status)
+                return .reject(DownloadError(.remoteChanged,
+                    "\(where_): the file changed on the server (Last-Modified \(ours) is now \(theirs))", httpStatus: head.status))
+            }
+            if let encoding = head.first("content-encoding"), encoding.lowercased() != "identity" {
+                // Asked with Accept-Encoding: identity; a server that compresses anyway will again.
+                return .reject(DownloadError(.protocolViolation,
+                    "\(where_): the server sent the body with Content-Encoding \(encoding) although asked for identity", httpStatus: head.status))
             }
         }
-        if head.status != 206 {
-            if head.status == 200 {
-                return DownloadError(.protocolViolation, "\(where_): server ignored the range request (200 instead of 206)", httpStatus: 200)
+        if head.status == 200 {
+            let length: Int64?
+            switch contentLength(head.all("content-length")) {
+            case .failure(let error): return .reject(DownloadError(.protocolViolation, "\(where_): \(error.message)"))
+            case .success(let value): length = value
             }
+            if requested.lowerBound == 0, length == nil || length == total {
+                return .accept(through: requested.upperBound)
+            }
+            if sentIfRange {
+                var error = DownloadError(.protocolViolation, "\(where_): the server answered If-Range with the whole file although it did not change",
+                                          httpStatus: 200, isTransient: true)
+                error.ignoredIfRange = true
+                return .reject(error)
+            }
+            return .reject(DownloadError(.protocolViolation, "\(where_): server ignored the range request (200 instead of 206)", httpStatus: 200))
+        }
+        if head.status != 206 {
             var error = httpStatusError(head.status, url: url, head: head)
             // A 416 saying the file has another size is the same news as a 206 with another
             // total: which of the two answers arrives first must not decide the outcome.
@@ -120,47 +156,66 @@ package enum HTTPFields {
                actual != total {
                 error.observedTotal = actual
             }
-            return error
-        }
-        if let encoding = head.first("content-encoding"), encoding.lowercased() != "identity" {
-            return DownloadError(.protocolViolation, "\(where_): range answered with Content-Encoding \(encoding)", isTransient: true)
+            return .reject(error)
         }
         if let type = head.first("content-type"), type.lowercased().hasPrefix("multipart/") {
-            return DownloadError(.protocolViolation, "\(where_): range answered with \(type)", isTransient: true)
+            return .reject(DownloadError(.protocolViolation, "\(where_): range answered with \(type)", isTransient: true))
         }
         let ranges = head.all("content-range")
         guard ranges.count == 1, let parsed = contentRange(ranges[0]) else {
-            return DownloadError(.protocolViolation, "\(where_): 206 without a valid Content-Range (\(ranges.first ?? "none"))", isTransient: true)
+            return .reject(DownloadError(.protocolViolation, "\(where_): 206 without a valid Content-Range (\(ranges.first ?? "none"))",
+                                         isTransient: true))
         }
-        guard case .range(let got, let gotTotal) = parsed, got == requested, gotTotal == total else {
+        // The start must be the one asked for; an earlier end is a server capping range lengths.
+        guard case .range(let got, let gotTotal) = parsed, got.lowerBound == requested.lowerBound,
+              got.upperBound <= requested.upperBound, gotTotal == total else {
             var error = DownloadError(.protocolViolation,
                 "\(where_): asked for bytes \(requested.lowerBound)-\(requested.upperBound - 1)/\(total), got Content-Range \(ranges[0])",
                 isTransient: true)
-            if case .range(let got, let gotTotal?) = parsed, got == requested { error.observedTotal = gotTotal }
-            return error
+            if case .range(let got, let gotTotal?) = parsed, got.lowerBound == requested.lowerBound { error.observedTotal = gotTotal }
+            return .reject(error)
         }
         switch contentLength(head.all("content-length")) {
         case .failure(let error):
-            return DownloadError(.protocolViolation, "\(where_): \(error.message)", isTransient: true)
+            return .reject(DownloadError(.protocolViolation, "\(where_): \(error.message)"))
         case .success(let length):
-            if let length, length != requested.count {
-                return DownloadError(.protocolViolation, "\(where_): Content-Length \(length) does not match the range of \(requested.count) bytes", isTransient: true)
+            if let length, length != got.count {
+                // The response disagrees with itself; asking again gets the same answer.
+                return .reject(DownloadError(.protocolViolation,
+                    "\(where_): Content-Length \(length) does not match Content-Range \(ranges[0])"))
             }
         }
-        return nil
+        return .accept(through: got.upperBound)
+    }
+
+    /// The weak comparison of two entity tags (RFC 9110, 8.8.3.2): equal once any `W/` is
+    /// removed. Used to tell whether a file changed, where a weak tag is as good as a strong one.
+    static func sameEntityTag(_ a: String, _ b: String) -> Bool {
+        func opaque(_ tag: String) -> Substring {
+            let t = tag.trimmingSpaces()
+            return t.hasPrefix("W/") ? t.dropFirst(2) : Substring(t)
+        }
+        return opaque(a) == opaque(b)
     }
 
     /// The `If-Range` value that makes a server send the whole new file instead of a range of a
-    /// changed one: a strong ETag, else Last-Modified; `nil` when there is neither.
-    static func ifRangeValue(etag: String?, lastModified: String?) -> String? {
-        if let etag, !etag.hasPrefix("W/") { return etag }
+    /// changed one, or `nil` when there is no strong validator (RFC 9110, 13.1.5): a strong ETag;
+    /// without an ETag, a `Last-Modified` at least a second before the response's `Date`. A weak
+    /// ETag, or a date that may not be strong, never goes into `If-Range` (Apache, for one,
+    /// answers such a request with the whole file every time).
+    static func ifRangeValue(etag: String?, lastModified: String?, date: String?) -> String? {
+        if let etag { return etag.trimmingSpaces().hasPrefix("W/") ? nil : etag }
+        guard let lastModified, let modified = httpDate(lastModified), let date, let sent = httpDate(date),
+              modified <= sent - 1 else { return nil }
         return lastModified
     }
 
     /// The error for an HTTP error status; transient for 408, 429 and 5xx.
     static func httpStatusError(_ status: Int, url: String, head: ResponseHead?) -> DownloadError {
         let transient = status == 408 || status == 429 || (500...599).contains(status)
-        return DownloadError(.http, "\(redactedURL(url)): HTTP \(status)\(reasonSuffix(status))", httpStatus: status, isTransient: transient)
+        var error = DownloadError(.http, "\(redactedURL(url)): HTTP \(status)\(reasonSuffix(status))", httpStatus: status, isTransient: transient)
+        error.retryAfter = head?.first("retry-after").flatMap { retryAfterValue($0, receivedAt: Int64(time(nil))) }
+        return error
     }
 
     private static func reasonSuffix(_ status: Int) -> String {

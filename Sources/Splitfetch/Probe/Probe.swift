@@ -122,7 +122,7 @@ struct Probe {
         RemoteResource(url: policy.url, finalURL: finalURL, size: size, acceptsRanges: ranges,
                        etag: head.first("etag"), lastModified: head.first("last-modified"),
                        contentType: head.first("content-type"), contentDisposition: head.first("content-disposition"),
-                       probeMethod: method)
+                       probeMethod: method, date: head.first("date"))
     }
 }
 

@@ -18,12 +18,15 @@ public struct RemoteResource: Sendable, Equatable, Codable {
     public var contentDisposition: String?
     /// How the size was learned: `head` or `range-get`.
     public var probeMethod: String
+    /// The response's `Date`, if any: it tells whether `Last-Modified` is a strong validator.
+    public var date: String?
 
     /// Whether the download can use several connections.
     public var isSegmentable: Bool { acceptsRanges && size != nil }
 
     public init(url: String, finalURL: String, size: Int64?, acceptsRanges: Bool, etag: String?, lastModified: String?,
-                contentType: String?, contentDisposition: String?, probeMethod: String) {
+                contentType: String?, contentDisposition: String?, probeMethod: String,
+                date: String? = nil) {
         self.url = url
         self.finalURL = finalURL
         self.size = size
@@ -33,5 +36,6 @@ public struct RemoteResource: Sendable, Equatable, Codable {
         self.contentType = contentType
         self.contentDisposition = contentDisposition
         self.probeMethod = probeMethod
+        self.date = date
     }
 }

@@ -94,6 +94,10 @@ final class Transfer: @unchecked Sendable {
             set(sf_easy_setopt_string(easy, CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound - 1)"), "CURLOPT_RANGE")
         }
         var list: UnsafeMutablePointer<curl_slist>?
+        // The bytes as stored: a compressed body would not be the file, nor fit its ranges.
+        if !r.headers.contains(where: { $0.lowercased().hasPrefix("accept-encoding:") }) {
+            list = curl_slist_append(list, "Accept-Encoding: identity")
+        }
         for line in r.headers { list = curl_slist_append(list, line) }
         headerList = list
         if let list { set(sf_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list), "CURLOPT_HTTPHEADER") }

@@ -1,0 +1,118 @@
+@testable import Splitfetch
+import SystemPackage
+import TestHTTPServer
+import Testing
+
+/// What running against servers nobody here wrote showed (Apache, httpbin, servers that cap
+/// ranges or compress anyway), each reproduced by the test server and checked end to end.
+@Suite("Real servers' habits")
+struct RealServerTests {
+    static let size: Int64 = (2 << 20) + 777
+
+    static func options(connections: Int = 4) -> DownloadOptions {
+        var o = testOptions(connections: connections, minimumSegmentSize: 256 << 10)
+        o.retries = 4
+        o.stallTimeout = .seconds(2)
+        o.probeTimeout = .seconds(2)
+        return o
+    }
+
+    func expectCorrect(_ server: TestServer, query: [String: String], options: DownloadOptions = options(),
+                       sourceLocation: SourceLocation = #_sourceLocation) async throws -> DownloadStatistics {
+        try await withTemporaryDirectory { dir in
+            let (stats, digest) = try await download(server.url(size: Self.size, query: query), to: dir + "/f", options: options)
+            #expect(digest == SyntheticContent(size: Self.size).sha256Hex(), sourceLocation: sourceLocation)
+            return stats
+        }
+    }
+
+    /// A server that caps each range at 64 KiB: every short `206` is data, the rest is asked
+    /// for next, and no attempt counts as a failure.
+    @Test func aServerThatCapsRangeLengthsIsFollowedToTheEnd() async throws {
+        try await withServer { server in
+            let stats = try await expectCorrect(server, query: ["rangecap": "65536"])
+            #expect(stats.mode == .segmented)
+            #expect(stats.retries == 0)
+            #expect(stats.requests >= Int(Self.size / 65536))
+        }
+    }
+
+    /// httpbin answers a range covering the whole file with `200`: that body is the file.
+    @Test("a whole-file range answered with 200 is used", arguments: [1, 4])
+    func aWholeRangeAnsweredWith200IsUsed(connections: Int) async throws {
+        try await withServer { server in
+            var options = Self.options(connections: connections)
+            options.minimumSegmentSize = Self.size  // one segment: its range is the whole file
+            let stats = try await expectCorrect(server, query: ["wholerange200": "1"], options: options)
+            #expect(stats.retries == 0)
+        }
+    }
+
+    /// Apache's weak ETag: no `If-Range` is sent (it would get the whole file every time), the
+    /// download completes, and the rerun's change check compares the tags weakly.
+    @Test func aWeakETagIsNeverSentInIfRangeAndComparesWeakly() async throws {
+        try await withServer { server in
+            let stats = try await expectCorrect(server, query: ["weaketag": "1"])
+            #expect(stats.retries == 0)
+            let ranged = server.recordedRequests.filter { $0.headers.contains { $0.name == "range" } }
+            #expect(!ranged.isEmpty)
+            #expect(!ranged.contains { $0.headers.contains { $0.name == "if-range" } })
+        }
+        #expect(HTTPFields.sameEntityTag("W/\"a\"", "\"a\""))
+    }
+
+    /// A server that answers every `If-Range` with the whole unchanged file: the download drops
+    /// `If-Range` and completes.
+    @Test func aServerMishandlingIfRangeStillGivesTheFile() async throws {
+        try await withServer { server in
+            let stats = try await expectCorrect(server, query: ["ifrangebroken": "1"])
+            #expect(stats.mode == .segmented)
+        }
+    }
+
+    /// A compressed range, or a length that disagrees with itself, cannot change on a retry: the
+    /// download ends at once with the reason, after one attempt per connection at most.
+    @Test("deterministic faults end the download without retries", arguments: [
+        ("gzip", "Content-Encoding gzip"),
+        ("badlength", "does not match Content-Range"),
+    ])
+    func deterministicFaultsAreNotRetried(fault: String, text: String) async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let error = await failure(server.url(size: Self.size, query: ["fault": fault]), to: dir + "/f", options: Self.options())
+                #expect(error?.code == .protocolViolation)
+                #expect(error?.message.contains(text) == true, "\(error?.message ?? "")")
+                let ranged = server.recordedRequests.filter { $0.headers.contains { $0.name == "range" && $0.value != "bytes=0-0" } }
+                #expect(ranged.count <= 4, "\(ranged.count) range requests for a fault that cannot clear")
+            }
+        }
+    }
+
+    /// Every request asks for the bytes as stored.
+    @Test func requestsAskForUncompressedBytes() async throws {
+        try await withServer { server in
+            _ = try await expectCorrect(server, query: [:])
+            let requests = server.recordedRequests
+            #expect(!requests.isEmpty)
+            #expect(requests.allSatisfy { $0.headers.contains { $0.name == "accept-encoding" && $0.value == "identity" } })
+        }
+    }
+
+    /// Presigned URLs: the signature and credential never reach statistics or error messages.
+    @Test func signaturesInTheQueryStayOutOfStatisticsAndMessages() async throws {
+        try await withServer { server in
+            let query = ["X-Amz-Signature": "s3cr3tsig", "X-Amz-Credential": "AKIAEXAMPLE", "X-Amz-Expires": "60"]
+            let stats = try await expectCorrect(server, query: query)
+            for text in [stats.url, stats.finalURL] {
+                #expect(!text.contains("s3cr3tsig") && !text.contains("AKIAEXAMPLE"), "\(text)")
+                #expect(text.contains("X-Amz-Expires=60"))
+            }
+            try await withTemporaryDirectory { dir in
+                var failing = query
+                failing["fault"] = "gzip"
+                let error = await failure(server.url(size: Self.size, query: failing), to: dir + "/f", options: Self.options())
+                #expect(error?.message.contains("s3cr3tsig") == false && error?.message.contains("AKIAEXAMPLE") == false)
+            }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Splitfetch
+import SystemPackage
+import TestHTTPServer
+import Testing
+
+/// Transient trouble at any stage is ridden out under the one retry policy: a `503` to the very
+/// first request (with `Retry-After` in seconds, as a date, or none), an outage mid-download.
+@Suite("Trouble at any stage")
+struct TroubleTests {
+    static let size: Int64 = (2 << 20) + 99
+
+    static func options() -> DownloadOptions {
+        var o = testOptions(connections: 4, minimumSegmentSize: 256 << 10)
+        o.retryBaseDelay = .milliseconds(250)
+        o.retryMaximumDelay = .seconds(30)  // five retries then wait at least 3.9 s in all
+        o.probeTimeout = .seconds(2)
+        return o
+    }
+
+    /// Downloads `query`'s file, checks its SHA-256, and returns how many requests the server saw.
+    func expectCorrect(_ server: TestServer, query: [String: String], options: DownloadOptions = options(),
+                       sourceLocation: SourceLocation = #_sourceLocation) async throws -> Int {
+        try await withTemporaryDirectory { dir in
+            let (_, digest) = try await download(server.url(size: Self.size, query: query), to: dir + "/f", options: options)
+            #expect(digest == SyntheticContent(size: Self.size).sha256Hex(), sourceLocation: sourceLocation)
+            return server.recordedRequests.count
+        }
+    }
+
+    @Test("a 503 to the very first requests is retried", arguments: [
+        ["firstfail": "2"],
+        ["firstfail": "2", "retryafter": "1"],
+        ["firstfail": "1", "retryafter": "date:1"],
+    ])
+    func firstRequestsAnswered503AreRetried(query: [String: String]) async throws {
+        try await withServer { server in
+            let requests = try await expectCorrect(server, query: query)
+            #expect(requests > Int(query["firstfail"]!)!)
+        }
+    }
+
+    @Test func aServerThatNeverComesUpEndsWithTheRetriesCounted() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                var options = Self.options()
+                options.retries = 2
+                options.retryBaseDelay = .milliseconds(20)
+                let error = await failure(server.url(size: Self.size, query: ["firstfail": "1000"]), to: dir + "/f", options: options)
+                #expect(error?.code == .http && error?.httpStatus == 503)
+                #expect(error?.message.contains("gave up after 2 retries") == true, "\(error?.message ?? "")")
+            }
+        }
+    }
+
+    /// The server goes down for 3 s after the download has begun: in-flight responses are cut,
+    /// new connections get no answer. The download waits it out and the file is right.
+    @Test func aThreeSecondOutageMidDownloadIsRiddenOut() async throws {
+        try await withServer(.init(rateLimit: 2 << 20)) { server in
+            var options = Self.options()
+            options.retries = 5
+            let requests = try await expectCorrect(server, query: ["outageafter": "3", "outagems": "3000"], options: options)
+            #expect(requests > 4)
+        }
+    }
+}
