@@ -185,11 +185,19 @@ struct SplitfetchCommand: AsyncParsableCommand {
             }
             return .success
         case .failure(let error as DownloadError):
+            let status: ExitStatus = error.code == .interrupted ? .interrupted : ExitStatus(error.code)
+            if let statsJson = output.statsJson {
+                // Machine readers learn why, not only that, a run failed.
+                let report = FailedDownload(url: redactedURL(url), path: path, error: .init(error), exitStatus: status.rawValue)
+                do { try writeJSON(report, to: statsJson) } catch {
+                    writeRaw("splitfetch: cannot write statistics to \(statsJson): \(error)\n")
+                }
+            }
             if error.code == .interrupted {
                 writeRaw("\nsplitfetch: \(error.message)\n")
                 return .interrupted
             }
-            return fail(ExitStatus(error.code), error.message + ExitStatus.hint(for: error.remedy))
+            return fail(status, error.message + ExitStatus.hint(for: error.remedy))
         case .failure(let error):
             return fail(.failure, "\(error)")
         }
@@ -260,8 +268,13 @@ struct SplitfetchCommand: AsyncParsableCommand {
                 + "\(ByteCount.format(seconds > 0 ? Double(total) / seconds : 0))/s\n")
         }
         if let statsJson = output.statsJson {
-            let batch = BatchStatistics(files: done, fileCount: list.count, failed: list.count - done.count, size: total,
-                                        seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(total) / seconds : 0)
+            let failures = results.compactMap { url, result -> FailedDownload? in
+                guard case .failure(let error) = result else { return nil }
+                let status: ExitStatus = error.code == .interrupted ? .interrupted : ExitStatus(error.code)
+                return FailedDownload(url: redactedURL(url), path: nil, error: .init(error), exitStatus: status.rawValue)
+            }
+            let batch = BatchStatistics(files: done, fileCount: list.count, failed: list.count - done.count, failures: failures,
+                                        size: total, seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(total) / seconds : 0)
             do { try writeJSON(batch, to: statsJson) } catch {
                 return fail(.fileIO, "cannot write statistics to \(statsJson): \(error)")
             }
@@ -329,9 +342,28 @@ struct BatchStatistics: Encodable {
     var files: [DownloadStatistics]
     var fileCount: Int
     var failed: Int
+    var failures: [FailedDownload]
     var size: Int64
     var seconds: Double
     var averageBytesPerSecond: Double
+}
+
+/// `--stats-json` of a download that failed: which, why, and the exit status.
+struct FailedDownload: Encodable {
+    struct Failure: Encodable {
+        var code: DownloadError.Code
+        var message: String
+        var httpStatus: Int?
+        init(_ error: DownloadError) {
+            code = error.code
+            message = error.message
+            httpStatus = error.httpStatus
+        }
+    }
+    var url: String
+    var path: String?
+    var error: Failure
+    var exitStatus: Int32
 }
 
 /// The text of a file, or of standard input for `-`.
