@@ -14,8 +14,10 @@ import csv
 import datetime
 import hashlib
 import json
+import math
 import os
 import platform
+import random
 import shutil
 import signal
 import socket
@@ -27,6 +29,7 @@ import threading
 import time
 import urllib.request
 
+KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -128,9 +131,9 @@ http {{
 class TestServer:
     """The project's sf-testserver: exact per-connection token bucket."""
 
-    def __init__(self, workdir, binary, rate, slow_every=0, slow_factor=16):
-        portfile = os.path.join(workdir, f"ts-{rate}-{slow_every}.port")
-        args = [binary, "serve", "--rate", str(rate), "--port-file", portfile]
+    def __init__(self, workdir, binary, rate, slow_every=0, slow_factor=16, latency_ms=0):
+        portfile = os.path.join(workdir, f"ts-{rate}-{slow_every}-{latency_ms}.port")
+        args = [binary, "serve", "--rate", str(rate), "--port-file", portfile, "--latency", str(latency_ms)]
         if slow_every:
             args += ["--slow-every", str(slow_every), "--slow-factor", str(slow_factor)]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -294,7 +297,7 @@ def main():
     ap.add_argument("--testserver", default=os.path.join(ROOT, ".build/release/sf-testserver"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--scenarios", default="1,2,3,4,5",
-                    help="1-4 as in the README; 'c' = checkpoint overhead (splitfetch with and without checkpoints)")
+                    help="1-6 and 5l as in the README; 'c' = checkpoint overhead (splitfetch with and without checkpoints)")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
     ap.add_argument("--results", default=os.path.join(ROOT, "Benchmarks", "results", "latest"))
@@ -384,13 +387,9 @@ def main():
             bench(2, "nginx limit_rate 4m", f"http://127.0.0.1:{nginx.port}/limited/s2.bin", size, sha,
                   [16] if q else [4, 8, 16], [t for t in tools if tools_all[t][1]],
                   ideal_rate=lambda n: n * 4 * MiB, requests_of=nginx_requests)
-        if 5 in scenarios:
-            count = 50 if q else 200
-            os.makedirs(os.path.join(www, "many"))
-            os.chmod(os.path.join(www, "many"), 0o755)
-            expected = {f"m{i}.bin": make_file(f"many/m{i}.bin", MiB) for i in range(count)}
-            urls = [f"http://127.0.0.1:{nginx.port}/many/m{i}.bin" for i in range(count)]
-            listfile = os.path.join(work, "list.txt")
+        def many(scenario, label, urls, expected, requests_of, size):
+            """Every tool fetches all of `urls` into one directory, 8 at a time."""
+            listfile = os.path.join(work, f"list-{scenario}.txt")
             with open(listfile, "w") as f:
                 f.write("\n".join(urls) + "\n")
             commands = many_commands(os.path.abspath(args.splitfetch))
@@ -402,15 +401,51 @@ def main():
             results = {t: [] for t in selected}
             for r in range(args.runs):
                 for t in selected:
-                    before = nginx.log_size()
-                    res = run_many(commands[t](listfile, os.path.join(out_dir, "many"), j, urls), os.path.join(out_dir, "many"), expected, 600)
+                    before = requests_of()
+                    res = run_many(commands[t](listfile, os.path.join(out_dir, "many"), j, urls), os.path.join(out_dir, "many"), expected, 900)
                     if res["ok"]:
-                        res["requests"] = nginx_requests(before)
+                        res["requests"] = requests_of(before)
                     results[t].append(res)
                     status = f"{res['wall']:.2f} s" if res["ok"] else f"FAILED ({res['error']})"
-                    print(f"bench: scenario 5 {count} files j={j} {t} run {r + 1}: {status}", flush=True)
+                    print(f"bench: scenario {scenario} {len(urls)} files j={j} {t} run {r + 1}: {status}", flush=True)
             for t in selected:
-                rows.append(result_row(5, f"many files: {count} x 1 MiB, {j} at a time", t, j, count * MiB, results[t], None))
+                rows.append(result_row(scenario, label, t, j, size, results[t], None))
+
+        def synthetic_files(server, files):
+            """URLs on the test server for (size, seed) pairs, and their SHA-256 by file name."""
+            listing = os.path.join(work, f"hash-{server.port}.txt")
+            with open(listing, "w") as f:
+                f.write("".join(f"{size} {seed}\n" for size, seed in files))
+            hashes = subprocess.run([args.testserver, "hash", "--list", listing], capture_output=True, text=True,
+                                    check=True).stdout.split()
+            names = [f"m{seed}.bin" for _, seed in files]
+            urls = [f"http://127.0.0.1:{server.port}/size/{size}/seed/{seed}/{name}" for (size, seed), name in zip(files, names)]
+            return urls, dict(zip(names, hashes))
+
+        if 5 in scenarios:
+            count = 50 if q else 200
+            os.makedirs(os.path.join(www, "many"))
+            os.chmod(os.path.join(www, "many"), 0o755)
+            expected = {f"m{i}.bin": make_file(f"many/m{i}.bin", MiB) for i in range(count)}
+            urls = [f"http://127.0.0.1:{nginx.port}/many/m{i}.bin" for i in range(count)]
+            many(5, f"many files: {count} x 1 MiB, 8 at a time, nginx, no added latency", urls, expected,
+                 nginx_requests, count * MiB)
+        if "5l" in scenarios or 6 in scenarios:
+            # Each connection and each response waits an emulated 20 ms round trip.
+            tl = TestServer(work, args.testserver, 0, latency_ms=20)
+            servers.append(tl)
+            reqs = lambda before=None: tl.stats()["requests"] if before is None else tl.stats()["requests"] - before
+            if "5l" in scenarios:
+                count = 50 if q else 200
+                urls, expected = synthetic_files(tl, [(MiB, i + 1) for i in range(count)])
+                many("5l", f"many files: {count} x 1 MiB, 8 at a time, 20 ms round trip", urls, expected, reqs, count * MiB)
+            if 6 in scenarios:
+                count = 100 if q else 1000
+                rng = random.Random(6)
+                # Log-uniform from 1 KiB to 16 MiB: mostly small files, some large.
+                sizes = [int(math.exp(rng.uniform(math.log(KiB), math.log(16 * MiB)))) for _ in range(count)]
+                urls, expected = synthetic_files(tl, [(size, 10_000 + i) for i, size in enumerate(sizes)])
+                many(6, f"mixed files: {count}, 1 KiB-16 MiB, 8 at a time, 20 ms round trip", urls, expected, reqs, sum(sizes))
         if "c" in scenarios:
             pair = ["splitfetch", "splitfetch-no-checkpoints"]
             size = 256 * MiB if q else 1 * GiB
