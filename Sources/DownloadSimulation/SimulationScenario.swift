@@ -52,6 +52,8 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
     /// The server ends every range response cleanly after at most this many bytes (servers that
     /// cap range lengths); the rest must be asked for again.
     public var rangeCap: Int64?
+    /// The probe is the first segment's `GET` (its body adopted), not a `HEAD`.
+    public var getFirst = false
 
     public init(seed: UInt64, size: Int64, configuration: DownloadMachine.Configuration, rates: [Double],
                 latency: ClosedRange<Double> = 0.001...0.001) {
@@ -68,7 +70,7 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
         "seed \(seed): \(size) bytes (probed \(probedSize)), ranges \(acceptsRanges), \(configuration.connections) connections, "
             + "min segment \(configuration.minimumSegmentSize), retries \(configuration.retry.retries), "
             + "stall timeout \(configuration.stallTimeout), rates \(rates.map { Int($0) }), latency \(latency), "
-            + "faults \(faults), persistent \(persistent.map { "\($0)" } ?? "none"), range cap \(rangeCap.map(String.init) ?? "none")"
+            + "faults \(faults), persistent \(persistent.map { "\($0)" } ?? "none"), range cap \(rangeCap.map(String.init) ?? "none"), GET first \(getFirst)"
     }
 
     /// The time a perfect scheduler would need: one request latency, then every planned
@@ -129,6 +131,7 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
             scenario.persistent = .cancel(at: unit() * 2)
         }
         if unit() < 0.1 { scenario.rangeCap = between(16 << 10, 2 << 20) }
+        scenario.getFirst = unit() < 0.5
         return scenario
     }
 

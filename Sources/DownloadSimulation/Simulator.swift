@@ -92,8 +92,18 @@ public struct Simulator {
 
     public mutating func run() -> Outcome {
         now = drawLatency()
-        perform(machine.probed(DownloadMachine.ProbeAnswer(size: scenario.probedSize, acceptsRanges: scenario.acceptsRanges),
-                               now: now))
+        var answer = DownloadMachine.ProbeAnswer(size: scenario.probedSize, acceptsRanges: scenario.acceptsRanges)
+        if scenario.getFirst {
+            // The probe is the first segment's GET; its body waits, unwritten, to be adopted.
+            let size = scenario.probedSize
+            let connections = scenario.configuration.connections
+            let end = connections == 1 ? size : min(size, scenario.configuration.minimumSegmentSize)
+            answer.openBody = scenario.acceptsRanges && size > 0 ? .range(ByteRange(0, end)) : .whole
+            transfers[1] = Transfer(id: 1, rate: scenario.rates[0], offset: 0, end: end, next: .infinity, behaviour: .healthy,
+                                    isStream: answer.openBody == .whole)
+            requests += 1
+        }
+        perform(machine.probed(answer, now: now))
         while result == nil {
             events += 1
             guard events < Self.maximumEvents, now < Self.maximumSeconds else {
@@ -217,6 +227,18 @@ public struct Simulator {
             case .start(let start):
                 mix(2, Int64(start.id), start.range.map { $0.lowerBound } ?? -1, start.range.map { $0.upperBound } ?? -1)
                 begin(start)
+            case .adopt(let start):
+                mix(8, Int64(start.id))
+                if transfers[start.id]?.next != .infinity || transfers[start.id]?.aborted == true {
+                    violations.append("adoption of transfer \(start.id), which is not the waiting probe body")
+                }
+                transfers[start.id] = nil
+                requests -= 1  // the probe's request, counted when it was sent
+                begin(start)
+            case .discardOpenBody:
+                mix(9)
+                if transfers[1]?.next != .infinity { violations.append("discard of an open body that is not waiting") }
+                transfers[1] = nil
             case .abort(let id, _):
                 mix(3, Int64(id))
                 if transfers[id] == nil {

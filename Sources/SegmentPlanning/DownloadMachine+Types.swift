@@ -33,11 +33,23 @@ extension DownloadMachine {
         public var size: Int64?
         /// Whether the server answers range requests with `206`.
         public var acceptsRanges: Bool
+        /// The probe was the first segment's `GET` and its body is still arriving: what it
+        /// fetches. The machine adopts it as the download's first transfer when it fits the plan.
+        public var openBody: OpenBody?
 
-        public init(size: Int64?, acceptsRanges: Bool) {
+        public init(size: Int64?, acceptsRanges: Bool, openBody: OpenBody? = nil) {
             self.size = size
             self.acceptsRanges = acceptsRanges
+            self.openBody = openBody
         }
+    }
+
+    /// The body of a probing `GET` that is still arriving.
+    public enum OpenBody: Sendable, Equatable {
+        /// A `206` for these bytes (from 0).
+        case range(ByteRange)
+        /// A `200` with the whole file.
+        case whole
     }
 
     /// How the file is fetched.
@@ -160,6 +172,11 @@ extension DownloadMachine {
         /// ``DownloadMachine/commit(_:through:now:)`` and its end through
         /// ``DownloadMachine/transferEnded(_:_:now:)``.
         case start(TransferStart)
+        /// Make the probe's open body this transfer: write it as a started transfer's would be.
+        /// Comes once, when the file is ready, before any other start.
+        case adopt(TransferStart)
+        /// The probe's open body does not fit the plan: stop it; it reports no end.
+        case discardOpenBody
         /// Stop a transfer; it still reports its end.
         case abort(TransferID, AbortReason)
         /// Tell the user.

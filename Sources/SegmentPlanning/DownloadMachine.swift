@@ -81,6 +81,10 @@ public struct DownloadMachine: Sendable {
     var streamComplete = false
     /// Whether requests carry `If-Range`; off once the server answered it wrongly.
     var ifRangeUsable = true
+    /// The server's size answers contradicted each other after bytes were written.
+    var totalsContradicted = false
+    /// The probe's open body, made a transfer at ``probed(_:now:)``, announced once prepared.
+    var adopted: TransferStart?
 
     /// A fresh download: nothing on disk yet.
     public init(configuration: Configuration) {
@@ -117,6 +121,8 @@ public struct DownloadMachine: Sendable {
     public var writtenBytes: Int64 { table?.writtenBytes ?? 0 }
     /// Transfers in flight.
     public var transfersInFlight: Int { transfers.count }
+    /// The transfer the probe's open body became, until it is announced with ``Action/adopt(_:)``.
+    public var openBodyTransfer: TransferID? { adopted?.id }
 
     // MARK: - Events
 
@@ -130,13 +136,13 @@ public struct DownloadMachine: Sendable {
             let perConnection = configuration.minimumSegmentSize
             let count = max(1, min(configuration.connections, Int((left + perConnection - 1) / perConnection)))
             slots = Array(repeating: Slot(), count: count)
-            return begin(now: now)
+            return (answer.openBody != nil ? [.discardOpenBody] : []) + begin(now: now)
         }
         let segmented: Int64?
         if let observed {
             // After a size mismatch: segmented only if the ranged answer agrees with the 206.
             mayRestartOnSizeMismatch = false
-            segmented = answer.acceptsRanges && answer.size == observed && observed > 0 ? observed : nil
+            segmented = answer.acceptsRanges && answer.size == observed && observed > 0 && !totalsContradicted ? observed : nil
         } else {
             segmented = answer.acceptsRanges && (answer.size ?? 0) > 0 ? answer.size : nil
         }
@@ -146,17 +152,36 @@ public struct DownloadMachine: Sendable {
             mode = .stream(size: observed == nil ? answer.size : nil)
             slots = [Slot()]
             table = nil
-            return [.prepare(Preparation(mode: mode!, manifest: nil))]
+            var actions: [Action] = []
+            if answer.openBody == .whole, observed == nil {
+                adopted = startTransfer(connection: 0, segment: nil, range: nil, isSplit: false, now: now)
+            } else if answer.openBody != nil {
+                actions.append(.discardOpenBody)
+            }
+            return actions + [.prepare(Preparation(mode: mode!, manifest: nil))]
         }
-        let plan = Planner.plan(size: size, connections: configuration.connections,
+        // An open 206 body from byte 0 is the first segment; the rest is planned as usual.
+        var first: ByteRange?
+        if case .range(let r)? = answer.openBody, r.lowerBound == 0, r.upperBound <= size, !r.isEmpty, observed == nil { first = r }
+        let rest = Planner.plan(size: size - (first?.upperBound ?? 0), connections: configuration.connections,
                                 minimumSegmentSize: configuration.minimumSegmentSize)
+            .map { ByteRange($0.lowerBound + (first?.upperBound ?? 0), $0.upperBound + (first?.upperBound ?? 0)) }
+        let plan = (first.map { [$0] } ?? []) + rest
         table = SegmentTable(size: size, ranges: plan, policy: configuration.split)
         durableOffsets = [:]
         mode = .segmented(size: size)
-        slots = Array(repeating: Slot(), count: plan.count)
-        let first = Checkpoint(id: 0, durable: false,
-                               segments: plan.map { Checkpoint.Segment(start: $0.lowerBound, end: $0.upperBound, written: $0.lowerBound) })
-        return [.prepare(Preparation(mode: mode!, manifest: first))]
+        slots = Array(repeating: Slot(), count: min(configuration.connections, plan.count))
+        var actions: [Action] = []
+        if first != nil {
+            let id = nextTransferID
+            let assignment = table!.assign(transfer: id, now: now)!  // segment 0, unowned
+            adopted = startTransfer(connection: 0, segment: assignment.segment, range: assignment.range, isSplit: false, now: now)
+        } else if answer.openBody != nil {
+            actions.append(.discardOpenBody)
+        }
+        let checkpoint = Checkpoint(id: 0, durable: false,
+                                    segments: plan.map { Checkpoint.Segment(start: $0.lowerBound, end: $0.upperBound, written: $0.lowerBound) })
+        return actions + [.prepare(Preparation(mode: mode!, manifest: checkpoint))]
     }
 
     /// The partial file exists (and the first manifest is saved): start.
@@ -175,7 +200,9 @@ public struct DownloadMachine: Sendable {
             nextQuick = quick > 0 ? now + quick : nil
             nextDurable = durable > 0 ? now + durable : nil
         }
-        return advance(now: now)
+        let adoption = adopted.map { [Action.adopt($0)] } ?? []
+        adopted = nil
+        return adoption + advance(now: now)
     }
 
     /// Time passed; answers a ``Action/wake(at:)``.
@@ -293,7 +320,13 @@ public struct DownloadMachine: Sendable {
     private mutating func judge(failure: TransferFailure, of transfer: Transfer, wrote: Int64, now: Double,
                                 into actions: inout [Action]) {
         let slot = transfer.connection
-        if let observed = failure.observedTotal, mayRestartOnSizeMismatch, let table, table.writtenBytes == 0 {
+        // Another total before any byte was written, or a 416 saying the file ends before the
+        // planned size (then the bytes written may be of another file too): start over.
+        if let observed = failure.observedTotal, mayRestartOnSizeMismatch, let table,
+           table.writtenBytes == 0 || failure.httpStatus == 416 {
+            // After bytes were written the server's answers contradict each other (206 totals
+            // that ranges past the end refute): its ranges are not trusted again.
+            totalsContradicted = table.writtenBytes > 0
             phase = .restarting(observedTotal: observed)
             return
         }

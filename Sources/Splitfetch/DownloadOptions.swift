@@ -23,8 +23,11 @@ public struct DownloadOptions: Sendable {
     public var connectTimeout: Duration = .seconds(15)
     /// A connection that receives nothing for this long is dropped and its range re-queued. Default 20 s.
     public var stallTimeout: Duration = .seconds(20)
-    /// Longest wait for a `HEAD` probe before falling back to a ranged `GET`. Default 15 s.
+    /// Longest wait for the probe's answer (a `HEAD` falls back to a ranged `GET`; the GET-first
+    /// probe is retried). Default 15 s.
     public var probeTimeout: Duration = .seconds(15)
+    /// How a new download learns the file's size. Default ``ProbeMethod/get``.
+    public var probe: ProbeMethod = .get
     /// Base delay of the exponential retry backoff, in seconds. Default 0.25.
     public var retryBaseDelay: Duration = .milliseconds(250)
     /// Upper bound of the retry backoff (and of an honoured `Retry-After`), in seconds. Default 30.
@@ -107,4 +110,15 @@ public struct Credentials: Sendable, Equatable {
         self.user = user
         self.password = password
     }
+}
+
+/// How a new download learns the file's size, validators and range support.
+public enum ProbeMethod: String, Sendable, CaseIterable {
+    /// The first segment's `GET` asks: its `206` or `200` tells everything, and its body is the
+    /// file's first bytes. One round trip saved per file; a file smaller than the minimum segment
+    /// size takes exactly one request.
+    case get
+    /// A `HEAD` first, then the ranged `GET`s: for servers where a `GET` is costly or metered.
+    /// A resumed download, and one named by `Content-Disposition`, always probe this way.
+    case head
 }

@@ -75,6 +75,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         options.connectTimeout = transfer.connectTimeout.duration
         options.stallTimeout = transfer.stallTimeout.duration
         options.probeTimeout = transfer.probeTimeout.duration
+        options.probe = transfer.probe.method
         options.allowOverwrite = output.force
         options.syncBeforeRename = !output.noSync
         options.restart = output.restart

@@ -79,8 +79,19 @@ struct TransferOptions: ParsableArguments {
     @Option(parsing: .unconditional, help: ArgumentHelp("Seconds without data before a connection is replaced.", valueName: "seconds"))
     var stallTimeout = Seconds(defaults.stallTimeout)
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds to wait for the HEAD probe before probing with a ranged GET.", valueName: "seconds"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds to wait for the probe's answer.", valueName: "seconds"))
     var probeTimeout = Seconds(defaults.probeTimeout)
+
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "How a new download learns the size: 'get' (the first segment's GET asks; one round trip less per file) or 'head' (HEAD first, for servers where a GET is costly or metered).",
+        valueName: "get|head"))
+    var probe = ProbeChoice(rawValue: defaults.probe.rawValue)!
+}
+
+/// `--probe`: the library's ``ProbeMethod`` as a command-line value.
+enum ProbeChoice: String, ExpressibleByArgument, CaseIterable {
+    case get, head
+    var method: ProbeMethod { ProbeMethod(rawValue: rawValue)! }
 }
 
 /// Credentials and TLS.

@@ -306,6 +306,89 @@ struct DownloadMachineTests {
         if case .notify(.retrying)? = actions.first {} else { Issue.record("\(actions)") }
     }
 
+    /// A 416 saying the file ends before the planned size contradicts what was planned on: even
+    /// with bytes written, the download starts over from a clean probe.
+    @Test func a416NamingAnotherSizeRestartsEvenAfterBytes() {
+        var (m, _) = Self.running()
+        _ = Self.write(&m, 1, from: 0, 4096, now: 0.5)
+        let ended = m.transferEnded(2, .failed(M.TransferFailure(httpStatus: 416, isTransient: false, observedTotal: 3 * Self.MiB)), now: 1)
+        #expect(ended == [.abort(1, .stopping)])
+        #expect(m.transferEnded(1, .aborted, now: 1.1).contains(.discardAndProbeAgain))
+        // Its ranges are not trusted again, even when the new probe agrees with the 416.
+        let again = m.probed(M.ProbeAnswer(size: 3 * Self.MiB, acceptsRanges: true), now: 1.2)
+        #expect(again == [.prepare(M.Preparation(mode: .stream(size: nil), manifest: nil))])
+    }
+
+    // MARK: - The probe's open body (GET-first)
+
+    @Test func anOpen206BodyBecomesTheFirstSegmentsTransfer() {
+        var m = M(configuration: Self.configuration(connections: 2))
+        let probed = m.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true, openBody: .range(ByteRange(0, Self.MiB))), now: 0)
+        guard case .prepare(let preparation)? = probed.first, probed.count == 1 else {
+            Issue.record("expected one prepare, got \(probed)")
+            return
+        }
+        // The first segment is the probe's range; the rest is planned for the connections.
+        #expect(preparation.manifest?.segments.map { ByteRange($0.start, $0.end) }
+                == [ByteRange(0, Self.MiB), ByteRange(Self.MiB, Int64(2.5 * Double(Self.MiB))), ByteRange(Int64(2.5 * Double(Self.MiB)), 4 * Self.MiB)])
+        #expect(m.openBodyTransfer == 1)
+        let started = m.prepared(now: 0.01)
+        guard case .adopt(let adopted)? = started.first else {
+            Issue.record("expected the adoption first, got \(started)")
+            return
+        }
+        #expect(adopted.id == 1 && adopted.connection == 0 && adopted.range == ByteRange(0, Self.MiB))
+        #expect(Self.starts(started).map(\.connection) == [1])
+        #expect(Self.starts(started).map(\.range) == [ByteRange(Self.MiB, Int64(2.5 * Double(Self.MiB)))])
+        #expect(m.openBodyTransfer == nil)
+        // The adopted transfer writes like any other, then its connection takes the last segment.
+        #expect(Self.write(&m, 1, from: 0, Self.MiB, now: 0.2) == Self.MiB)
+        let next = m.transferEnded(1, .completed, now: 0.2)
+        #expect(Self.starts(next).map(\.range) == [ByteRange(Int64(2.5 * Double(Self.MiB)), 4 * Self.MiB)])
+    }
+
+    /// A file smaller than the probe's range is one segment: one request in all.
+    @Test func aSmallFileIsTheProbesBodyAlone() {
+        var m = M(configuration: Self.configuration(connections: 8))
+        _ = m.probed(M.ProbeAnswer(size: 5000, acceptsRanges: true, openBody: .range(ByteRange(0, 5000))), now: 0)
+        let started = m.prepared(now: 0.01)
+        #expect(started.first == .adopt(M.TransferStart(id: 1, connection: 0, source: 0, range: ByteRange(0, 5000), useIfRange: true,
+                                                        isSplit: false)))
+        #expect(Self.starts(started).isEmpty)
+        #expect(Self.write(&m, 1, from: 0, 5000, now: 0.02) == 5000)
+        #expect(m.transferEnded(1, .completed, now: 0.02).contains(.finish))
+    }
+
+    @Test func anOpen200BodyIsTheStream() {
+        var m = M(configuration: Self.configuration())
+        let probed = m.probed(M.ProbeAnswer(size: 9000, acceptsRanges: false, openBody: .whole), now: 0)
+        #expect(probed == [.prepare(M.Preparation(mode: .stream(size: 9000), manifest: nil))])
+        let started = m.prepared(now: 0.01)
+        #expect(started.first == .adopt(M.TransferStart(id: 1, connection: 0, source: 0, range: nil, useIfRange: false, isSplit: false)))
+        #expect(Self.starts(started).isEmpty)
+    }
+
+    /// An open body that does not fit the plan (a 206 without a total) is discarded; the stream
+    /// starts afresh.
+    @Test func anOpenBodyThatDoesNotFitIsDiscarded() {
+        var m = M(configuration: Self.configuration())
+        let probed = m.probed(M.ProbeAnswer(size: nil, acceptsRanges: true, openBody: .range(ByteRange(0, Self.MiB))), now: 0)
+        #expect(probed.first == .discardOpenBody)
+        #expect(m.openBodyTransfer == nil)
+        #expect(Self.starts(m.prepared(now: 0.01)).map(\.range) == [nil])
+    }
+
+    /// Cancelled while the file is created: the open body is stopped like any transfer, and the
+    /// download ends only when it has reported its end.
+    @Test func cancelWhilePreparingStopsTheOpenBody() {
+        var m = M(configuration: Self.configuration())
+        _ = m.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true, openBody: .range(ByteRange(0, Self.MiB))), now: 0)
+        #expect(m.cancel(now: 0.005) == [.abort(1, .stopping)])
+        #expect(m.prepared(now: 0.01).isEmpty)
+        let ended = m.transferEnded(1, .aborted, now: 0.02)
+        #expect(ended.contains { if case .checkpoint = $0 { true } else { false } })
+    }
+
     @Test func aStreamRetriesFromByteZero() {
         var m = M(configuration: Self.configuration())
         _ = m.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: false), now: 0)

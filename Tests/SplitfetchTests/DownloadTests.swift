@@ -23,14 +23,39 @@ struct DownloadTests {
         }
     }
 
-    @Test func serverThatIgnoresRangesGetsOneStream() async throws {
+    @Test(arguments: [ProbeMethod.get, .head])
+    func serverThatIgnoresRangesGetsOneStream(probe: ProbeMethod) async throws {
         try await withServer { server in
             try await withTemporaryDirectory { dir in
                 let size: Int64 = 3_000_017
-                let (stats, digest) = try await download(server.url(size: size, query: ["norange": "1"]), to: dir + "/f", options: testOptions())
+                var options = testOptions()
+                options.probe = probe
+                let (stats, digest) = try await download(server.url(size: size, query: ["norange": "1"]), to: dir + "/f", options: options)
                 #expect(digest == SyntheticContent(size: size).sha256Hex())
                 #expect(stats.mode == .single)
                 #expect(stats.connectionCount == 1)
+                // GET-first, the probe's 200 is the stream: no body is fetched twice.
+                if probe == .get { #expect(server.statistics.requests == 1 && server.statistics.bodyBytes == size) }
+            }
+        }
+    }
+
+    /// GET-first: no HEAD; the first request is the first segment's range and its body is kept,
+    /// so every byte crosses the wire once; a file below the minimum segment size is one request.
+    @Test(arguments: [(200_000, 1), ((3 << 20) + 5, 4)] as [(Int64, Int)])
+    func theFirstRequestIsTheFirstSegment(size: Int64, connections: Int) async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let options = testOptions(connections: connections, minimumSegmentSize: 256 << 10)
+                let (stats, digest) = try await download(server.url(size: size), to: dir + "/f", options: options)
+                #expect(digest == SyntheticContent(size: size).sha256Hex())
+                let requests = server.recordedRequests
+                #expect(requests.allSatisfy { $0.method == "GET" })
+                let firstRange = requests.first?.headers.first { $0.name == "range" }?.value
+                #expect(firstRange == (connections == 1 ? "bytes=0-" : "bytes=0-262143"))
+                #expect(server.statistics.bodyBytes == size)
+                #expect(requests.count == stats.requests)
+                if size < options.minimumSegmentSize || connections == 1 { #expect(requests.count == 1) }
             }
         }
     }
@@ -40,7 +65,9 @@ struct DownloadTests {
             try await withTemporaryDirectory { dir in
                 let size: Int64 = 4_000_037
                 let url = server.url(size: size, query: ["nohead": "1"])
-                let download = Download(url, to: FilePath(dir + "/f"), options: testOptions())
+                var options = testOptions()
+                options.probe = .head
+                let download = Download(url, to: FilePath(dir + "/f"), options: options)
                 let probes = Task { () -> RemoteResource? in
                     for await event in download.events { if case .probed(let r) = event { return r } }
                     return nil
@@ -213,7 +240,7 @@ struct SessionTests {
                     #expect(try sha256HexOfFile(atPath: dir + "/f\(i)") == SyntheticContent(size: size).sha256Hex())
                 }
                 let s = server.statistics
-                #expect(s.requests >= 24)       // a probe and a range per file
+                #expect(s.requests == 12)       // GET-first: the probe's body is the file
                 #expect(s.connections <= 2)     // over one kept-alive connection
                 await session.shutdown()
             }

@@ -81,6 +81,11 @@ struct HTTPFieldsTests {
         let plain = try #require(rejection(HTTPFields.checkRangeResponse(whole, requested: ByteRange(300, 1000), total: 1000,
                                                                        url: "http://h/f", etag: "\"v1\"")))
         #expect(!plain.ignoredIfRange && !plain.isTransient)
+        // An error page with no validators (an expired signed URL's HTML) proves nothing.
+        let page = head(200, [("Content-Length", "48"), ("Content-Type", "text/html")])
+        let bare = try #require(rejection(HTTPFields.checkRangeResponse(page, requested: ByteRange(300, 1000), total: 1000,
+                                                                      url: "http://h/f", etag: "\"v1\"", sentIfRange: true)))
+        #expect(!bare.ignoredIfRange && !bare.isTransient)
         let changed = head(200, [("Content-Length", "1000"), ("ETag", "\"v2\"")])
         let news = try #require(rejection(HTTPFields.checkRangeResponse(changed, requested: ByteRange(300, 1000), total: 1000,
                                                                       url: "http://h/f", etag: "\"v1\"", sentIfRange: true)))

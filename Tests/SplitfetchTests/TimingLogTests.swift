@@ -20,9 +20,9 @@ import Testing
             let requests = lines.filter { $0.count >= 3 && $0[1] == "request" }
             let ends = lines.filter { $0.count == 4 && $0[1] == "response-end" }
             #expect(statistics.splits == 0)
-            #expect(requests.count == statistics.requests + 1)  // the HEAD probe too
+            #expect(requests.count == statistics.requests)  // GET-first: the probe is the first segment's request
             #expect(ends.count == statistics.requests)
-            #expect(requests.first?[2] == "HEAD")
+            #expect(requests.first?[2] == "GET")
             // The logged GET bodies cover the file exactly once, and every line has a time.
             let ranges = ends.map { $0[2].split(separator: "-").compactMap { Int64($0) } }.sorted { $0[0] < $1[0] }
             #expect(ranges.first?[0] == 0 && ranges.last?[1] == size)

@@ -33,6 +33,8 @@ final class DownloadDriver {
     private var resource: RemoteResource
     private var file: OutputFile?
     private let resumedManifest: Manifest?
+    /// The probe's `GET` still receiving, until adopted or discarded.
+    private let open: OpenProbe?
 
     private var transfers: [DownloadMachine.TransferID: Task<Void, Never>] = [:]
     private var connectionOf: [DownloadMachine.TransferID: Int] = [:]
@@ -45,7 +47,8 @@ final class DownloadDriver {
     private var streamLength: Int64 = 0
 
     init(engine: Engine, partial: PartialFile, io: IOQueue, machine: DownloadMachine, resource: RemoteResource,
-         existing: PartialFile.Existing?, since: ContinuousClock.Instant) {
+         existing: PartialFile.Existing?, open: OpenProbe?, since: ContinuousClock.Instant) {
+        self.open = open
         self.engine = engine
         self.partial = partial
         self.io = io
@@ -75,9 +78,12 @@ final class DownloadDriver {
             for task in transfers.values { task.cancel() }
         }
         let queue = self.queue
-        let answer = DownloadMachine.ProbeAnswer(size: resource.size, acceptsRanges: resource.acceptsRanges)
+        let answer = DownloadMachine.ProbeAnswer(size: resource.size, acceptsRanges: resource.acceptsRanges, openBody: open?.body)
         let now = shared.now()
         var pending = shared.withLock { $0.probed(answer, now: now) }
+        if let open {
+            if let id = shared.withLock({ $0.openBodyTransfer }) { watch(open, as: id) } else { open.discard() }
+        }
         return try await withTaskCancellationHandler {
             while true {
                 var next: [DownloadMachine.Action] = []
@@ -124,6 +130,10 @@ final class DownloadDriver {
             return .more(try await prepare(preparation))
         case .start(let start):
             begin(start)
+        case .adopt(let start):
+            adopt(start)
+        case .discardOpenBody:
+            open?.discard()
         case .abort(let id, let reason):
             if reason == .stalled {
                 errors[id] = DownloadError(.network, "\(redactedURL(resource.finalURL)): no data for \(formatSeconds(options.stallTimeout.seconds)) s",
@@ -235,6 +245,49 @@ final class DownloadDriver {
                 let result = await transport.perform(request, sink: sink)
                 let (end, error) = TransferOutcome.stream(result, sink: sink)
                 queue.post(.transferEnded(id, end, error, streamLength: sink.offset))
+            }
+        }
+    }
+
+    /// Makes the probe's open body the transfer `start`: its held bytes and the rest go through a
+    /// sink like any started transfer's.
+    private func adopt(_ start: DownloadMachine.TransferStart) {
+        guard let open else { return }
+        beginReporting()
+        let counter = counters[start.connection]
+        counter.set(.receiving)
+        counter.requests.wrappingAdd(1, ordering: .relaxed)
+        connectionOf[start.id] = start.connection
+        let url = resource.finalURL
+        if let range = start.range {
+            open.sink.attach(SegmentSink(machine: shared, transfer: start.id, file: file!, counters: counter, requested: range,
+                                         total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: resource.etag,
+                                         lastModified: resource.lastModified, sentIfRange: false))
+        } else {
+            counter.bytes.store(0, ordering: .relaxed)
+            open.sink.attach(StreamSink(machine: shared, transfer: start.id, file: file!, counters: counter,
+                                        expectedSize: resource.size, url: url, maximumSize: options.maximumSize))
+        }
+    }
+
+    /// Reports the end of the probe's open body as transfer `id`, once it is adopted (or
+    /// discarded: then as stopped).
+    private func watch(_ open: OpenProbe, as id: DownloadMachine.TransferID) {
+        let queue = self.queue
+        transfers[id] = Task {
+            let result = await withTaskCancellationHandler { await open.task.value } onCancel: { open.discard() }
+            let inner = await open.sink.settled()
+            // After the attach: what the sink said of the bytes held before it counts too.
+            let adjusted = open.sink.adjusted(result)
+            switch inner {
+            case let sink as SegmentSink:
+                let (end, error) = TransferOutcome.segment(adjusted, sink: sink)
+                queue.post(.transferEnded(id, end, error, streamLength: 0))
+            case let sink as StreamSink:
+                let (end, error) = TransferOutcome.stream(adjusted, sink: sink)
+                queue.post(.transferEnded(id, end, error, streamLength: sink.offset))
+            default:
+                queue.post(.transferEnded(id, .aborted, nil, streamLength: 0))
             }
         }
     }

@@ -23,16 +23,23 @@ struct Engine: Sendable {
         return try await named.runWithLocalChecks(probed: resource, since: start)
     }
 
-    /// Probes, retrying transient failures (a `503` to the very first request, a refused
-    /// connection) under the same ``RetryPolicy`` as every later request.
     private func probe() async throws -> RemoteResource {
+        try await probe(getFirst: false).0
+    }
+
+    /// Probes, retrying transient failures (a `503` to the very first request, a refused
+    /// connection) under the same ``RetryPolicy`` as every later request. GET-first, the first
+    /// segment's request asks (open-ended with one connection) and its body comes back open.
+    private func probe(getFirst: Bool) async throws -> (RemoteResource, OpenProbe?) {
         var random = SplitMix64(seed: UInt64.random(in: .min ... .max))
         var attempt = 0
+        let first = ByteRange(0, options.connections == 1 ? Int64.max : options.minimumSegmentSize)
         while true {
             do {
-                let resource = try await Probe(transport: transport, policy: policy).run()
+                let probe = Probe(transport: transport, policy: policy)
+                let (resource, open) = getFirst ? try await probe.runGetFirst(range: first) : (try await probe.run(), nil)
                 emit(.probed(resource))
-                return resource
+                return (resource, open)
             } catch {
                 attempt += 1
                 switch retryPolicy.decide(error.failure, attempt: attempt, random: &random) {
@@ -90,11 +97,22 @@ struct Engine: Sendable {
         case .fresh: break
         }
         var handedOver = false
-        defer { if !handedOver { existing?.file.close() } }
+        var open: OpenProbe?
+        defer {
+            if !handedOver {
+                existing?.file.close()
+                open?.discard()
+            }
+        }
         try Task.checkCancellation()
 
         let resource: RemoteResource
-        if let probed { resource = probed } else { resource = try await probe() }
+        if let probed {
+            resource = probed
+        } else {
+            // A resumed download checks the server's file before any byte is fetched: HEAD first.
+            (resource, open) = try await probe(getFirst: options.probe == .get && existing == nil)
+        }
         var machine: DownloadMachine
         if let existing {
             try partial.checkResumable(existing, resource: resource)
@@ -108,7 +126,7 @@ struct Engine: Sendable {
         }
         handedOver = true
         return try await DownloadDriver(engine: self, partial: partial, io: io, machine: machine, resource: resource,
-                                        existing: existing, since: start).run()
+                                        existing: existing, open: open, since: start).run()
     }
 
     /// The core's tunables, from the options; the jitter's seed differs between runs.

@@ -140,7 +140,10 @@ package enum HTTPFields {
             if requested.lowerBound == 0, length == nil || length == total {
                 return .accept(through: requested.upperBound)
             }
-            if sentIfRange {
+            // Only validators the 200 carries, equal to ours, show the file did not change.
+            let unchanged = etag.map { ours in head.first("etag").map { sameEntityTag(ours, $0) } ?? false }
+                ?? lastModified.map { head.first("last-modified") == $0 } ?? false
+            if sentIfRange, unchanged {
                 var error = DownloadError(.protocolViolation, "\(where_): the server answered If-Range with the whole file although it did not change",
                                           httpStatus: 200, isTransient: true)
                 error.ignoredIfRange = true

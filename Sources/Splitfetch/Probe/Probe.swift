@@ -70,6 +70,12 @@ struct Probe {
         if let r = fromHead, r.size == 0 { return try checked(r) }
 
         let (probe, finalURL) = try await follow(url, method: .get, range: ByteRange(0, 1), sink: HeadersOnlySink())
+        return try judgeRangedAnswer(probe, finalURL: finalURL, fromHead: fromHead, method: "range-get")
+    }
+
+    /// What a ranged `GET` from byte 0 said, judged from its whole result.
+    private func judgeRangedAnswer(_ probe: TransferResult, finalURL: String, fromHead: RemoteResource?,
+                                   method: String) throws(DownloadError) -> RemoteResource {
         guard let h = probe.head, probe.curlCode == 0 || probe.stoppedBySink else {
             throw CurlErrors.error(for: probe, url: finalURL)
         }
@@ -85,21 +91,100 @@ struct Probe {
                     throw DownloadError(.protocolViolation, "\(redactedURL(finalURL)): asked for byte 0, got Content-Range \(values[0])")
                 }
                 // A HEAD length that disagrees with the 206 total is not trusted.
-                return try checked(resource(finalURL: finalURL, head: h, size: total, ranges: total != nil, method: "range-get"))
+                return try checked(resource(finalURL: finalURL, head: h, size: total, ranges: total != nil, method: method))
             case .unsatisfied(let total):
-                return try checked(resource(finalURL: finalURL, head: h, size: total, ranges: true, method: "range-get"))
+                return try checked(resource(finalURL: finalURL, head: h, size: total, ranges: true, method: method))
             }
         case 200:
             let length = try lengthOrThrow(h, url: finalURL)
-            return try checked(resource(finalURL: finalURL, head: h, size: length ?? fromHead?.size, ranges: false, method: "range-get"))
+            return try checked(resource(finalURL: finalURL, head: h, size: length ?? fromHead?.size, ranges: false, method: method))
         case 416:
             if let value = h.first("content-range"), case .unsatisfied(let total)? = HTTPFields.contentRange(value), total == 0 {
-                return try checked(resource(finalURL: finalURL, head: h, size: 0, ranges: true, method: "range-get"))
+                return try checked(resource(finalURL: finalURL, head: h, size: 0, ranges: true, method: method))
             }
             throw HTTPFields.httpStatusError(416, url: finalURL, head: h)
         default:
             throw HTTPFields.httpStatusError(h.status, url: finalURL, head: h)
         }
+    }
+
+    /// The GET-first probe: the first segment's `GET` (`range`, from byte 0; open-ended when its
+    /// upper bound is `Int64.max`), whose head tells the size, validators and range support, and
+    /// whose body is not thrown away: it comes back open, for the download to adopt. Redirects are
+    /// followed as by ``run(rangeOnly:)``. A response without body bytes (a redirect, an error, an
+    /// empty file) is judged whole, as the ranged probe's is.
+    func runGetFirst(range: ByteRange) async throws(DownloadError) -> (RemoteResource, OpenProbe?) {
+        let url = policy.url
+        var current = url
+        var visited: Set<String> = [url]
+        var hops = 0
+        while true {
+            let request = policy.request(current, method: .get, range: range)
+            // A 206 brings at most the range; a 200 brings the whole file while the partial file is
+            // created (milliseconds): beyond 8 MiB held, the stream is asked for again.
+            let sink = OpenBodySink(limit: Int(max(min(range.count, 64 << 20), 8 << 20)))
+            let transport = self.transport
+            let task = Task {
+                let result = await transport.perform(request, sink: sink)
+                sink.ended()
+                return result
+            }
+            let timer = Task { [timeout = options.probeTimeout] in
+                try? await Task.sleep(for: timeout)
+                if !Task.isCancelled && sink.giveUpWaitingForHead() { task.cancel() }
+            }
+            let head = await withTaskCancellationHandler { await sink.head() } onCancel: { task.cancel() }
+            timer.cancel()
+            if let head, head.status == 200 || head.status == 206, !sink.timedOut {
+                do {
+                    return try opened(head, sink: sink, task: task, requested: range, finalURL: current)
+                } catch {
+                    sink.discard()
+                    task.cancel()
+                    throw error
+                }
+            }
+            let result = await task.value
+            if sink.timedOut {
+                throw DownloadError(.network, "\(redactedURL(current)): no response within \(formatSeconds(options.probeTimeout.seconds)) s",
+                                    isTransient: true)
+            }
+            if result.cancelled { throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))") }
+            if let h = result.head, [301, 302, 303, 307, 308].contains(h.status) {
+                guard let next = result.redirectURL else {
+                    throw DownloadError(.protocolViolation, "\(redactedURL(current)): HTTP \(h.status) without a usable Location")
+                }
+                if let error = policy.checkRedirect(from: current, to: next) { throw error }
+                hops += 1
+                if hops > options.maximumRedirects {
+                    throw DownloadError(.network, "\(redactedURL(url)): more than \(options.maximumRedirects) redirects")
+                }
+                if !visited.insert(next).inserted {
+                    throw DownloadError(.network, "\(redactedURL(url)): redirect loop at \(redactedURL(next))")
+                }
+                current = next
+                continue
+            }
+            return (try judgeRangedAnswer(result, finalURL: current, fromHead: nil, method: "get"), nil)
+        }
+    }
+
+    /// The resource a successful head describes, with its body open for adoption.
+    private func opened(_ head: ResponseHead, sink: OpenBodySink, task: Task<TransferResult, Never>, requested: ByteRange,
+                        finalURL: String) throws(DownloadError) -> (RemoteResource, OpenProbe?) {
+        if head.status == 200 {
+            let length = try lengthOrThrow(head, url: finalURL)
+            let found = try checked(resource(finalURL: finalURL, head: head, size: length, ranges: false, method: "get"))
+            return (found, OpenProbe(sink: sink, task: task, range: nil))
+        }
+        let values = head.all("content-range")
+        guard values.count == 1, case .range(let got, let total)? = HTTPFields.contentRange(values[0]), got.lowerBound == 0,
+              got.upperBound <= requested.upperBound else {
+            throw DownloadError(.protocolViolation,
+                "\(redactedURL(finalURL)): asked for bytes from 0, got Content-Range \(values.first ?? "none")", isTransient: true)
+        }
+        let found = try checked(resource(finalURL: finalURL, head: head, size: total, ranges: total != nil, method: "get"))
+        return (found, OpenProbe(sink: sink, task: task, range: got))
     }
 
     /// Applies the size limit before anything is allocated.

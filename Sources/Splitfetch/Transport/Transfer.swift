@@ -91,7 +91,9 @@ final class Transfer: @unchecked Sendable {
         case .get: set(sf_easy_setopt_long(easy, CURLOPT_HTTPGET, 1), "CURLOPT_HTTPGET")
         }
         if let range = r.range {
-            set(sf_easy_setopt_string(easy, CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound - 1)"), "CURLOPT_RANGE")
+            // An upper bound of Int64.max asks for everything from the lower one.
+            let last = range.upperBound == Int64.max ? "" : String(range.upperBound - 1)
+            set(sf_easy_setopt_string(easy, CURLOPT_RANGE, "\(range.lowerBound)-\(last)"), "CURLOPT_RANGE")
         }
         var list: UnsafeMutablePointer<curl_slist>?
         // The bytes as stored: a compressed body would not be the file, nor fit its ranges.

@@ -32,7 +32,7 @@ package struct TransferRequest: Sendable {
 }
 
 /// What a sink tells the transport after a piece of body.
-enum SinkVerdict {
+enum SinkVerdict: Equatable {
     /// Keep going.
     case proceed
     /// Stop now: the sink has all it wants (a split moved its end, or a probe needs no body).

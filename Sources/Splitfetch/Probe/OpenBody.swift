@@ -1,0 +1,157 @@
+import NIOConcurrencyHelpers
+import SegmentPlanning
+
+/// The probe's `GET` once its head has arrived: its body keeps coming while the download prepares
+/// its file, and becomes the download's first transfer (``DownloadMachine/Action/adopt(_:)``).
+///
+/// Until a sink is attached, body bytes wait in memory, at most ``limit`` of them (the first
+/// segment, or what arrives for a whole file while the file is created: a few milliseconds).
+/// Attaching hands them to the sink in order and every later byte goes straight to it.
+///
+/// Thread safety: `receive` runs on the transport thread; `attach`, `discard` and `settled` from
+/// tasks. One lock orders them, so the attached sink never sees two calls at once.
+final class OpenBodySink: TransferSink, Sendable {
+    private struct State {
+        var buffer: [UInt8] = []
+        var head: ResponseHead?
+        var inner: (any TransferSink)?
+        var discarded = false
+        /// What the attached sink said while taking the buffered bytes, if it stopped.
+        var flushVerdict: SinkVerdict?
+        var headWaiters: [CheckedContinuation<ResponseHead?, Never>] = []
+        var settleWaiters: [CheckedContinuation<(any TransferSink)?, Never>] = []
+        var ended = false
+        var timedOut = false
+    }
+
+    let limit: Int
+    private let state = NIOLockedValueBox(State())
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict {
+        state.withLockedValue { state in
+            if let verdict = state.flushVerdict { return verdict }
+            if let inner = state.inner { return inner.receive(body, head: head) }
+            if state.discarded { return .stop }
+            if state.head == nil {
+                state.head = head
+                for waiter in state.headWaiters { waiter.resume(returning: head) }
+                state.headWaiters = []
+            }
+            // Only a successful answer's body is data. A redirect's is read to its end (libcurl
+            // names the redirect target only then); an error needs its head alone.
+            if (300...399).contains(head.status) { return .proceed }
+            guard head.status == 200 || head.status == 206 else { return .stop }
+            guard state.buffer.count + body.count <= limit else {
+                return .fail(DownloadError(.network, "the first response outran the file's creation (\(limit) bytes held)",
+                                           isTransient: true))
+            }
+            state.buffer.append(contentsOf: body)
+            return .proceed
+        }
+    }
+
+    /// The head of a response with body bytes, as soon as the first arrive; `nil` once the
+    /// transfer ended without any (a redirect, an error, an empty file): its result says more.
+    func head() async -> ResponseHead? {
+        await withCheckedContinuation { continuation in
+            state.withLockedValue { state in
+                if let head = state.head { return continuation.resume(returning: head) }
+                if state.ended { return continuation.resume(returning: nil) }
+                state.headWaiters.append(continuation)
+            }
+        }
+    }
+
+    /// Gives up waiting for the head, unless it has arrived: returns whether it gave up (then the
+    /// transfer is to be cancelled and its head, if one comes late, is ignored). One lock decides,
+    /// so a head that won the race is never cancelled under the download that adopts it.
+    func giveUpWaitingForHead() -> Bool {
+        state.withLockedValue { state in
+            guard state.head == nil else { return false }
+            state.timedOut = true
+            state.discarded = true
+            return true
+        }
+    }
+
+    /// Whether ``giveUpWaitingForHead()`` gave up.
+    var timedOut: Bool { state.withLockedValue { $0.timedOut } }
+
+    /// The transfer ended (called by whoever awaited it).
+    func ended() {
+        state.withLockedValue { state in
+            state.ended = true
+            for waiter in state.headWaiters { waiter.resume(returning: state.head) }
+            state.headWaiters = []
+        }
+    }
+
+    /// Makes `inner` the body's sink: the bytes held so far first, then the rest as it comes.
+    func attach(_ inner: any TransferSink) {
+        state.withLockedValue { state in
+            guard state.inner == nil, !state.discarded else { return }
+            state.inner = inner
+            if !state.buffer.isEmpty, let head = state.head {
+                let verdict = state.buffer.withUnsafeBytes { inner.receive($0, head: head) }
+                if case .proceed = verdict {} else { state.flushVerdict = verdict }
+                state.buffer = []
+            }
+            for waiter in state.settleWaiters { waiter.resume(returning: inner) }
+            state.settleWaiters = []
+        }
+    }
+
+    /// The body will not be used: drop what is held and stop at the next byte.
+    func discard() {
+        state.withLockedValue { state in
+            guard state.inner == nil, !state.discarded else { return }
+            state.discarded = true
+            state.buffer = []
+            for waiter in state.settleWaiters { waiter.resume(returning: nil) }
+            state.settleWaiters = []
+        }
+    }
+
+    /// The attached sink, once `attach` or `discard` was called (`nil` after a discard).
+    func settled() async -> (any TransferSink)? {
+        await withCheckedContinuation { continuation in
+            state.withLockedValue { state in
+                if let inner = state.inner { return continuation.resume(returning: inner) }
+                if state.discarded { return continuation.resume(returning: nil) }
+                state.settleWaiters.append(continuation)
+            }
+        }
+    }
+
+    /// The result as the attached sink would have seen it: a stop or failure while it took the
+    /// held bytes counts as its own.
+    func adjusted(_ result: TransferResult) -> TransferResult {
+        var result = result
+        switch state.withLockedValue({ $0.flushVerdict }) {
+        case .fail(let error)?: result.sinkError = error
+        case .stop?: result.stoppedBySink = true
+        case .proceed?, nil: break
+        }
+        return result
+    }
+}
+
+/// A probe's `GET` whose body is still arriving: what the download adopts.
+struct OpenProbe: Sendable {
+    let sink: OpenBodySink
+    let task: Task<TransferResult, Never>
+    /// The bytes the response carries, from 0; `nil` for a whole-file `200`.
+    let range: ByteRange?
+
+    var body: DownloadMachine.OpenBody { range.map { .range($0) } ?? .whole }
+
+    /// Stops it (nothing will be written from it).
+    func discard() {
+        sink.discard()
+        task.cancel()
+    }
+}

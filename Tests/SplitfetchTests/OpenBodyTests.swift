@@ -1,0 +1,105 @@
+@testable import Splitfetch
+import NIOConcurrencyHelpers
+import Testing
+
+/// The probe's open body: held until a sink is attached, handed over in order, and what the
+/// sink says of the held bytes is never lost, however the attach and the transfer's end race.
+@Suite("Open probe body")
+struct OpenBodyTests {
+    /// A sink that records what it is given and answers with a scripted verdict.
+    final class Recorder: TransferSink, Sendable {
+        let verdict: SinkVerdict
+        private let bytes = NIOLockedValueBox([UInt8]())
+        init(_ verdict: SinkVerdict = .proceed) { self.verdict = verdict }
+        func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict {
+            bytes.withLockedValue { $0.append(contentsOf: body) }
+            return verdict
+        }
+        var received: [UInt8] { bytes.withLockedValue { $0 } }
+    }
+
+    func head(_ status: Int) -> ResponseHead {
+        var h = ResponseHead()
+        h.status = status
+        h.isComplete = true
+        return h
+    }
+
+    func feed(_ sink: OpenBodySink, _ bytes: [UInt8], status: Int = 206) -> SinkVerdict {
+        bytes.withUnsafeBytes { sink.receive($0, head: head(status)) }
+    }
+
+    @Test func heldBytesThenLaterOnesReachTheSinkInOrder() async {
+        let sink = OpenBodySink(limit: 100)
+        #expect(feed(sink, [1, 2, 3]) == .proceed)
+        #expect(await sink.head()?.status == 206)
+        let recorder = Recorder()
+        sink.attach(recorder)
+        #expect(feed(sink, [4, 5]) == .proceed)
+        #expect(recorder.received == [1, 2, 3, 4, 5])
+        #expect(await sink.settled() === recorder)
+    }
+
+    /// The transfer ended before the attach, and the sink refused the held bytes (a size limit):
+    /// the refusal is part of the result, not a silently empty success.
+    @Test func aRefusalOfTheHeldBytesAfterTheEndIsInTheResult() async {
+        let sink = OpenBodySink(limit: 100)
+        _ = feed(sink, [1, 2, 3], status: 200)
+        sink.ended()
+        let refusal = DownloadError(.sizeLimit, "too big")
+        sink.attach(Recorder(.fail(refusal)))
+        let adjusted = sink.adjusted(TransferResult())
+        #expect(adjusted.sinkError == refusal)
+        let stopped = OpenBodySink(limit: 100)
+        _ = feed(stopped, [1], status: 206)
+        stopped.attach(Recorder(.stop))
+        #expect(stopped.adjusted(TransferResult()).stoppedBySink)
+    }
+
+    @Test func moreThanTheLimitBeforeTheAttachFailsTransiently() {
+        let sink = OpenBodySink(limit: 4)
+        #expect(feed(sink, [1, 2, 3], status: 200) == .proceed)
+        guard case .fail(let error) = feed(sink, [4, 5], status: 200) else {
+            Issue.record("expected a failure past the limit")
+            return
+        }
+        #expect(error.isTransient)
+    }
+
+    @Test func anErrorOrRedirectBodyIsNotHeld() async {
+        let error = OpenBodySink(limit: 100)
+        #expect(feed(error, [1], status: 503) == .stop)
+        #expect(await error.head()?.status == 503)
+        let redirect = OpenBodySink(limit: 100)
+        #expect(feed(redirect, [1], status: 302) == .proceed)  // read to its end for the Location
+        let recorder = Recorder()
+        redirect.attach(recorder)
+        #expect(recorder.received.isEmpty)
+    }
+
+    /// The probe timeout gives up only on a head that has not arrived; a head that won the race
+    /// is kept, and a late one after giving up is refused.
+    @Test func givingUpRacesTheHeadUnderOneLock() async {
+        let arrived = OpenBodySink(limit: 100)
+        _ = feed(arrived, [1])
+        #expect(!arrived.giveUpWaitingForHead())
+        #expect(!arrived.timedOut)
+        let late = OpenBodySink(limit: 100)
+        #expect(late.giveUpWaitingForHead())
+        #expect(feed(late, [1]) == .stop)
+        late.ended()
+        #expect(await late.head() == nil)
+        #expect(await late.settled() == nil)
+    }
+
+    @Test func aDiscardedBodySettlesWithoutASink() async {
+        let sink = OpenBodySink(limit: 100)
+        _ = feed(sink, [1, 2])
+        sink.discard()
+        #expect(await sink.settled() == nil)
+        #expect(feed(sink, [3]) == .stop)
+        let recorder = Recorder()
+        sink.attach(recorder)  // too late: nothing is handed over
+        #expect(recorder.received.isEmpty)
+    }
+}
