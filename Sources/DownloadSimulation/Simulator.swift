@@ -258,6 +258,10 @@ public struct Simulator {
                 mix(6, Int64(at * 1_000_000))
                 if at < now - 1e-9 { violations.append("wake asked for \(at), in the past at \(now)") }
                 wakeAt = min(wakeAt ?? at, at)
+            case .resolveAgain:
+                // Not in any scenario yet (no simulated redirect): the same file, at once.
+                mix(10)
+                perform(machine.resolved(sameFile: true, now: now))
             case .discardAndProbeAgain:
                 mix(7)
                 if !transfers.isEmpty { violations.append("probe again with \(transfers.count) transfers running") }

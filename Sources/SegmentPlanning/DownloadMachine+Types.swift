@@ -36,11 +36,15 @@ extension DownloadMachine {
         /// The probe was the first segment's `GET` and its body is still arriving: what it
         /// fetches. The machine adopts it as the download's first transfer when it fits the plan.
         public var openBody: OpenBody?
+        /// The URL redirected: the file is fetched from where the redirect pointed, which may
+        /// expire (a signed URL) and be resolved again from the URL given.
+        public var redirected: Bool
 
-        public init(size: Int64?, acceptsRanges: Bool, openBody: OpenBody? = nil) {
+        public init(size: Int64?, acceptsRanges: Bool, openBody: OpenBody? = nil, redirected: Bool = false) {
             self.size = size
             self.acceptsRanges = acceptsRanges
             self.openBody = openBody
+            self.redirected = redirected
         }
     }
 
@@ -185,6 +189,10 @@ extension DownloadMachine {
         case checkpoint(Checkpoint)
         /// Call ``DownloadMachine/tick(now:)`` at this time (or earlier; early ticks are harmless).
         case wake(at: Double)
+        /// The URL a redirect led to stopped answering (401, 403, 404, 410: a signed URL that
+        /// expired): resolve the URL given again, check that it still names the same file, and
+        /// call ``DownloadMachine/resolved(sameFile:now:)``. Transfers in flight go on meanwhile.
+        case resolveAgain
         /// The server named another size: remove the partial data, probe again with a ranged
         /// `GET`, and call ``DownloadMachine/probed(_:now:)`` with the answer.
         case discardAndProbeAgain

@@ -81,8 +81,18 @@ public struct DownloadMachine: Sendable {
     var streamComplete = false
     /// Whether requests carry `If-Range`; off once the server answered it wrongly.
     var ifRangeUsable = true
+    /// The file comes from where a redirect pointed.
+    var redirected = false
+    /// A ``Action/resolveAgain`` is out; idle connections wait for its answer.
+    var resolving = false
+    /// Re-resolutions left in a row; a transfer that writes bytes after one restores them.
+    var resolutionsLeft = DownloadMachine.resolutionsInARow
+    /// Expired URLs resolved again in a row before the download gives up.
+    static let resolutionsInARow = 3
     /// The server's size answers contradicted each other after bytes were written.
     var totalsContradicted = false
+    /// The transfer whose 401/403/404/410 started the resolution in progress.
+    var expiredTransfer: TransferID?
     /// The probe's open body, made a transfer at ``probed(_:now:)``, announced once prepared.
     var adopted: TransferStart?
 
@@ -129,6 +139,7 @@ public struct DownloadMachine: Sendable {
     /// The probe answered: decide the mode and the plan.
     public mutating func probed(_ answer: ProbeAnswer, now: Double) -> [Action] {
         guard case .awaitingProbe(let observed) = phase else { return [] }
+        redirected = answer.redirected
         if let table, storage == .ready {
             // Resumed: the driver has checked that the server still has the same file.
             mode = .segmented(size: table.size)
@@ -225,6 +236,18 @@ public struct DownloadMachine: Sendable {
         }
     }
 
+    /// The answer to ``Action/resolveAgain``: the URL given still leads to the same file (its
+    /// requests now go where it leads), or not (then the download fails with the transfer that
+    /// found the URL expired).
+    public mutating func resolved(sameFile: Bool, now: Double) -> [Action] {
+        guard resolving else { return [] }
+        resolving = false
+        if !sameFile, let expired = expiredTransfer {
+            stop(.transfer(expired, gaveUpAfter: nil))
+        }
+        return advance(now: now)
+    }
+
     /// A checkpoint was saved, or failed.
     public mutating func checkpointEnded(_ id: Int, succeeded: Bool, now: Double) -> [Action] {
         guard let inFlight = checkpointInFlight, inFlight.id == id else { return [] }
@@ -304,6 +327,7 @@ public struct DownloadMachine: Sendable {
             } else if segmentComplete || wrote > 0 {
                 // All of it, or a server that caps range lengths: the rest is asked for next.
                 slots[slot].failures = 0
+                resolutionsLeft = Self.resolutionsInARow
             } else {
                 judge(failure: TransferFailure(isTransient: true), of: transfer, wrote: wrote, now: now, into: &actions)
             }
@@ -335,6 +359,17 @@ public struct DownloadMachine: Sendable {
             ifRangeUsable = false
             actions.append(.notify(.ifRangeDropped(connection: slot, transfer: transfer.id)))
             return
+        }
+        if redirected, let status = failure.httpStatus, RetryPolicy.statusesOfAnExpiredURL.contains(status) {
+            // A signed URL expired: resolve it again rather than fail; its connection waits.
+            if resolving { return }
+            if resolutionsLeft > 0 {
+                resolutionsLeft -= 1
+                resolving = true
+                expiredTransfer = transfer.id
+                actions.append(.resolveAgain)
+                return
+            }
         }
         let live = slots.filter { $0.state != .retired }.count
         if case .segmented = mode, let status = failure.httpStatus, RetryPolicy.statusesWithRetryAfter.contains(status),
@@ -387,8 +422,8 @@ public struct DownloadMachine: Sendable {
                     }
                     return actions  // the checkpoint's end brings us back here
                 }
-                assignIdleConnections(now: now, into: &actions)
-                if transfers.isEmpty && !slots.contains(where: { if case .waiting = $0.state { true } else { false } }) {
+                if !resolving { assignIdleConnections(now: now, into: &actions) }
+                if transfers.isEmpty && !resolving && !slots.contains(where: { if case .waiting = $0.state { true } else { false } }) {
                     stop(.incomplete)
                     return actions + advance(now: now)
                 }
@@ -398,7 +433,7 @@ public struct DownloadMachine: Sendable {
                     phase = .done
                     return actions + [.finish]
                 }
-                if transfers.isEmpty, slots[0].state == .idle {
+                if transfers.isEmpty, slots[0].state == .idle, !resolving {
                     actions.append(.start(startTransfer(connection: 0, segment: nil, range: nil, isSplit: false, now: now)))
                 }
             case nil:

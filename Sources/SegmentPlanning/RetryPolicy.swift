@@ -19,6 +19,10 @@ public struct RetryPolicy: Sendable, Equatable {
         self.maximumDelay = maximumDelay
     }
 
+    /// The statuses with which a URL reached through a redirect says it has expired (S3
+    /// presigned URLs, release assets): resolved again from the URL given, not retried.
+    public static let statusesOfAnExpiredURL: Set<Int> = [401, 403, 404, 410]
+
     /// The statuses whose `Retry-After` is honoured: the server says when to come back.
     public static let statusesWithRetryAfter: Set<Int> = [429, 503]
 

@@ -54,12 +54,23 @@ package struct CurlURL: Sendable, Equatable {
     /// libcurl refuses loses everything up to its last `@` in the authority, so no secret
     /// survives in a message either way.
     static func redacting(_ text: String) -> String {
+        rewritten(text, redactingQuery: true)
+    }
+
+    /// `text` without a user name or password, and otherwise as it is: the URL to request, its
+    /// credentials going separately to its origin only. A query's signature stays, since the
+    /// server needs it.
+    static func removingUserinfo(_ text: String) -> String {
+        rewritten(text, redactingQuery: false)
+    }
+
+    private static func rewritten(_ text: String, redactingQuery: Bool) -> String {
         guard let handle = curl_url() else { return text }
         defer { curl_url_cleanup(handle) }
         guard curl_url_set(handle, CURLUPART_URL, text, 0) == CURLUE_OK else { return scannedRedaction(text) }
         let user = part(handle, CURLUPART_USER), password = part(handle, CURLUPART_PASSWORD)
         let query = part(handle, CURLUPART_QUERY)
-        let redactedQuery = query.map(redactingQuery)
+        let redactedQuery = redactingQuery ? query.map(redactingQuery(_:)) : query
         guard user != nil || password != nil || redactedQuery != query else { return text }
         curl_url_set(handle, CURLUPART_USER, nil, 0)
         curl_url_set(handle, CURLUPART_PASSWORD, nil, 0)

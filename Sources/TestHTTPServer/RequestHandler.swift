@@ -123,6 +123,29 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
                 return
             }
         }
+        // `signredirect=K`: a signed-URL service. Each request is redirected to a fresh signature
+        // (`signed=N`) that serves K requests and then answers 403, as an expired S3 presigned URL.
+        if let lifetime = request.query["signredirect"] {
+            let n = counters.allRequests.withLockedValue { counts in
+                counts["sign " + request.path, default: 0] += 1
+                return counts["sign " + request.path]!
+            }
+            let carried = request.query["rate"].map { "&rate=\($0)" } ?? ""
+            simple(context: context, status: .found, body: "",
+                   headers: [("Location", "\(request.path)?signed=\(n)&expireafter=\(lifetime)\(carried)")],
+                   keepAlive: keepAlive, isHead: isHead)
+            return
+        }
+        if let lifetime = request.query["expireafter"].flatMap(Int.init) {
+            let used = counters.allRequests.withLockedValue { counts in
+                counts["signed " + head.uri, default: 0] += 1
+                return counts["signed " + head.uri]!
+            }
+            if used > lifetime {
+                simple(context: context, status: .forbidden, body: "Request has expired\n", keepAlive: keepAlive, isHead: isHead)
+                return
+            }
+        }
         if let target = request.query["redirect"] {
             simple(context: context, status: .found, body: "", headers: [("Location", percentDecode(target))],
                    keepAlive: keepAlive, isHead: isHead)

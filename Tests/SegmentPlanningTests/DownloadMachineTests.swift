@@ -319,6 +319,35 @@ struct DownloadMachineTests {
         #expect(again == [.prepare(M.Preparation(mode: .stream(size: nil), manifest: nil))])
     }
 
+    /// A redirected URL that answers 403 mid-download (an expired signature) is resolved again
+    /// once for all transfers; idle connections wait for the answer, then go on.
+    @Test func anExpiredRedirectTargetIsResolvedAgain() {
+        var m = M(configuration: Self.configuration())
+        _ = m.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true, redirected: true), now: 0)
+        _ = m.prepared(now: 0)
+        let expired = M.TransferFailure(httpStatus: 403, isTransient: false)
+        let first = m.transferEnded(1, .failed(expired), now: 1)
+        #expect(first.first == .resolveAgain && Self.starts(first).isEmpty)
+        let second = m.transferEnded(2, .failed(expired), now: 1.1)  // already resolving: wait
+        #expect(!second.contains(.resolveAgain) && Self.starts(second).isEmpty && !second.contains { if case .fail = $0 { true } else { false } })
+        #expect(Self.starts(m.tick(now: 1.15)).isEmpty)
+        let resumed = m.resolved(sameFile: true, now: 1.2)
+        #expect(Self.starts(resumed).map(\.range) == [ByteRange(0, 2 * Self.MiB), ByteRange(2 * Self.MiB, 4 * Self.MiB)])
+    }
+
+    @Test func anExpiredRedirectTargetThatLeadsToAnotherFileStops() {
+        var m = M(configuration: Self.configuration())
+        _ = m.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true, redirected: true), now: 0)
+        _ = m.prepared(now: 0)
+        _ = m.transferEnded(1, .failed(M.TransferFailure(httpStatus: 410, isTransient: false)), now: 1)
+        #expect(m.resolved(sameFile: false, now: 1.2) == [.abort(2, .stopping)])
+        // Without a redirect, a 403 is an ordinary failure.
+        var direct = M(configuration: Self.configuration())
+        _ = direct.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true), now: 0)
+        _ = direct.prepared(now: 0)
+        #expect(direct.transferEnded(1, .failed(M.TransferFailure(httpStatus: 403, isTransient: false)), now: 1) == [.abort(2, .stopping)])
+    }
+
     // MARK: - The probe's open body (GET-first)
 
     @Test func anOpen206BodyBecomesTheFirstSegmentsTransfer() {

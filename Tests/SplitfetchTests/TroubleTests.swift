@@ -1,4 +1,4 @@
-import Splitfetch
+@testable import Splitfetch
 import SystemPackage
 import TestHTTPServer
 import Testing
@@ -61,5 +61,44 @@ struct TroubleTests {
             let requests = try await expectCorrect(server, query: ["outageafter": "3", "outagems": "3000"], options: options)
             #expect(requests > 4)
         }
+    }
+}
+
+/// A URL that redirects to a signed URL which expires mid-download (S3 presigned URLs, release
+/// assets): the download resolves the URL given again and goes on from the new signature.
+@Suite("Expiring signed redirects")
+struct ExpiringRedirectTests {
+    @Test func anExpiredSignedURLIsResolvedAgainFromTheURLGiven() async throws {
+        try await withServer(.init(rateLimit: 4 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = (3 << 20) + 11
+                var options = testOptions(connections: 4, minimumSegmentSize: 256 << 10)
+                options.minimumSplitSize = 64 << 10
+                let (stats, digest) = try await download(server.url(size: size, query: ["signredirect": "3"]), to: dir + "/f",
+                                                         options: options)
+                #expect(digest == SyntheticContent(size: size).sha256Hex())
+                let signatures = Set(server.recordedRequests.compactMap { request in
+                    request.uri.split(separator: "?").last?.split(separator: "&").first { $0.hasPrefix("signed=") }
+                })
+                #expect(signatures.count >= 2, "the URL was never resolved again")
+                #expect(stats.url.contains("signredirect=3"))
+            }
+        }
+    }
+
+    /// When the URL given now leads to another file, nothing is mixed: the download stops.
+    @Test func aResolutionToAnotherFileStops() {
+        let old = RemoteResource(url: "u", finalURL: "a", size: 10, acceptsRanges: true, etag: "\"1\"", lastModified: nil,
+                                 contentType: nil, contentDisposition: nil, probeMethod: "get")
+        var same = old
+        same.finalURL = "b"
+        same.etag = "W/\"1\""
+        var other = old
+        other.etag = "\"2\""
+        var longer = old
+        longer.size = 11
+        #expect(DownloadDriver.sameFile(old, same))
+        #expect(!DownloadDriver.sameFile(old, other))
+        #expect(!DownloadDriver.sameFile(old, longer))
     }
 }

@@ -16,6 +16,8 @@ final class DownloadDriver {
         case transferEnded(DownloadMachine.TransferID, DownloadMachine.TransferEnd, DownloadError?, streamLength: Int64)
         case tick
         case checkpointEnded(Int, DownloadError?)
+        /// The URL given was resolved again: the file it leads to now, if it is the same one.
+        case resolved(RemoteResource?)
         case cancel
     }
 
@@ -41,6 +43,8 @@ final class DownloadDriver {
     private var errors: [DownloadMachine.TransferID: DownloadError] = [:]
     private var checkpointErrors: [Int: DownloadError] = [:]
     private var timer: (deadline: Double, task: Task<Void, Never>)?
+    /// A re-resolution of the URL given, while one is out.
+    private var resolution: Task<Void, Never>?
     private var counters: [WorkerCounters] = []
     private var ticker: Task<Void, Never>?
     private var resumedBytes: Int64 = 0
@@ -73,12 +77,14 @@ final class DownloadDriver {
         defer {
             timer?.task.cancel()
             ticker?.cancel()
+            resolution?.cancel()
             // Never expected: the machine ends only after every transfer did. Should an error
             // escape early, no transfer may outlive the file it writes to.
             for task in transfers.values { task.cancel() }
         }
         let queue = self.queue
-        let answer = DownloadMachine.ProbeAnswer(size: resource.size, acceptsRanges: resource.acceptsRanges, openBody: open?.body)
+        let answer = DownloadMachine.ProbeAnswer(size: resource.size, acceptsRanges: resource.acceptsRanges, openBody: open?.body,
+                                                 redirected: resource.finalURL != engine.policy.url)
         let now = shared.now()
         var pending = shared.withLock { $0.probed(answer, now: now) }
         if let open {
@@ -117,6 +123,9 @@ final class DownloadDriver {
         case .checkpointEnded(let id, let error):
             if let error { checkpointErrors[id] = error }
             return shared.withLock { $0.checkpointEnded(id, succeeded: error == nil, now: now) }
+        case .resolved(let fresh):
+            if let fresh { resource.finalURL = fresh.finalURL }
+            return shared.withLock { $0.resolved(sameFile: fresh != nil, now: now) }
         case .cancel:
             return shared.withLock { $0.cancel(now: now) }
         }
@@ -154,6 +163,8 @@ final class DownloadDriver {
             wake(at: at)
         case .discardAndProbeAgain:
             return .more(try await probeAgain())
+        case .resolveAgain:
+            resolveAgain()
         case .finish:
             return .finished(try await finish())
         case .fail(let failure, let finalCheckpointFailed):
@@ -318,6 +329,28 @@ final class DownloadDriver {
         })
     }
 
+    /// The URL a redirect led to expired: follow the URL given again (a ranged probe, in a task
+    /// of its own while the other transfers go on) and keep the new target only if it is the
+    /// same file: same size, and the same validators where both answers have them.
+    private func resolveAgain() {
+        let (queue, old) = (queue, resource)
+        let probe = Probe(transport: engine.transport, policy: engine.policy)
+        resolution = Task {
+            var fresh: RemoteResource?
+            do { fresh = try await probe.run(rangeOnly: true) } catch { fresh = nil }
+            let same = fresh.map { DownloadDriver.sameFile(old, $0) } ?? false
+            queue.post(.resolved(same ? fresh : nil))
+        }
+    }
+
+    /// Whether two probes describe the same file (ETags compared weakly).
+    static func sameFile(_ old: RemoteResource, _ new: RemoteResource) -> Bool {
+        guard old.size == new.size else { return false }
+        if let a = old.etag, let b = new.etag { return HTTPFields.sameEntityTag(a, b) }
+        if let a = old.lastModified, let b = new.lastModified { return a == b }
+        return true
+    }
+
     /// A `206` named another size: start over from a ranged probe.
     private func probeAgain() async throws -> [DownloadMachine.Action] {
         ticker?.cancel()
@@ -328,7 +361,7 @@ final class DownloadDriver {
         let partial = self.partial
         await io.run { partial.removeOwnData() }
         let confirmed = try await Probe(transport: engine.transport, policy: engine.policy).run(rangeOnly: true)
-        engine.emit(.probed(confirmed))
+        engine.emit(.probed(confirmed.redacted))
         resource = confirmed
         let (answer, now) = (DownloadMachine.ProbeAnswer(size: confirmed.size, acceptsRanges: confirmed.acceptsRanges), shared.now())
         return shared.withLock { $0.probed(answer, now: now) }

@@ -38,7 +38,7 @@ struct Engine: Sendable {
             do {
                 let probe = Probe(transport: transport, policy: policy)
                 let (resource, open) = getFirst ? try await probe.runGetFirst(range: first) : (try await probe.run(), nil)
-                emit(.probed(resource))
+                emit(.probed(resource.redacted))
                 return (resource, open)
             } catch {
                 attempt += 1

@@ -190,7 +190,7 @@ struct Probe {
     /// Applies the size limit before anything is allocated.
     private func checked(_ resource: RemoteResource) throws(DownloadError) -> RemoteResource {
         if let limit = options.maximumSize, let size = resource.size, size > limit {
-            throw DownloadError(.sizeLimit, "\(resource.url): \(size) bytes is over the limit of \(limit) bytes",
+            throw DownloadError(.sizeLimit, "\(redactedURL(resource.url)): \(size) bytes is over the limit of \(limit) bytes",
                                 remedy: .raiseMaximumSize)
         }
         return resource

@@ -21,6 +21,14 @@ public struct RemoteResource: Sendable, Equatable, Codable {
     /// The response's `Date`, if any: it tells whether `Last-Modified` is a strong validator.
     public var date: String?
 
+    /// This resource as the caller may see it: URLs without credentials or query secrets.
+    var redacted: RemoteResource {
+        var copy = self
+        copy.url = redactedURL(url)
+        copy.finalURL = redactedURL(finalURL)
+        return copy
+    }
+
     /// Whether the download can use several connections.
     public var isSegmentable: Bool { acceptsRanges && size != nil }
 

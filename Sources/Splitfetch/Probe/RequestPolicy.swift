@@ -8,14 +8,15 @@ package struct RequestPolicy: Sendable {
     /// Header names that carry secrets.
     static let sensitiveHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
 
-    /// The caller's URL with any credentials removed.
+    /// The caller's URL without its user name and password: what is requested. Messages show
+    /// ``redactedURL(_:)`` of it, which also hides signatures and tokens in the query.
     let url: String
     let origin: String?
     let credentials: Credentials?
     let options: DownloadOptions
 
     package init(url rawURL: String, options: DownloadOptions) {
-        self.url = redactedURL(rawURL)
+        self.url = CurlURL.removingUserinfo(rawURL)
         let parsed = CurlURL(rawURL)
         self.origin = parsed?.origin
         self.options = options
