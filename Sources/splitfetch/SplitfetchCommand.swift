@@ -222,27 +222,42 @@ struct SplitfetchCommand: AsyncParsableCommand {
         let directory = output.directory
         let quiet = output.quiet
         let started = ContinuousClock.now
+        // Up to `jobs` downloads use the network at once. A download whose bytes have all
+        // arrived makes room for the next while it is synced and renamed, so no file waits for
+        // another's fsync, and each is still durable under its final name.
+        enum Step: Sendable {
+            case transferred
+            case finished(Int, String, Result<DownloadStatistics, DownloadError>)
+        }
         let work = Task { () -> [(String, Result<DownloadStatistics, DownloadError>)] in
-            await withTaskGroup(of: (Int, String, Result<DownloadStatistics, DownloadError>).self) { group in
+            await withTaskGroup(of: Step.self) { group in
                 var results = [(String, Result<DownloadStatistics, DownloadError>)?](repeating: nil, count: list.count)
                 var next = 0
-                func add(_ group: inout TaskGroup<(Int, String, Result<DownloadStatistics, DownloadError>)>) {
+                func add(_ group: inout TaskGroup<Step>) {
                     let index = next
                     let url = list[index]
                     next += 1
                     let name = defaultFileName(forURL: url)
                     let path = directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
+                    let download = Download(url, to: FilePath(path), options: options, session: session)
+                    group.addTask {
+                        await download.transferred()
+                        return .transferred
+                    }
                     group.addTask {
                         do throws(DownloadError) {
-                            let stats = try await Download(url, to: FilePath(path), options: options, session: session).run()
-                            return (index, url, .success(stats))
+                            return .finished(index, url, .success(try await download.run()))
                         } catch {
-                            return (index, url, .failure(error))
+                            return .finished(index, url, .failure(error))
                         }
                     }
                 }
                 while next < min(jobs, list.count) { add(&group) }
-                while let (index, url, result) = await group.next() {
+                while let step = await group.next() {
+                    guard case .finished(let index, let url, let result) = step else {
+                        if next < list.count && !Task.isCancelled { add(&group) }
+                        continue
+                    }
                     results[index] = (url, result)
                     switch result {
                     case .success(let s) where !quiet:
@@ -252,7 +267,6 @@ struct SplitfetchCommand: AsyncParsableCommand {
                     default:
                         break
                     }
-                    if next < list.count && !Task.isCancelled { add(&group) }
                 }
                 return results.compactMap { $0 }
             }

@@ -228,6 +228,27 @@ struct DownloadTests {
 
 @Suite("Sessions")
 struct SessionTests {
+    /// `transferred()` answers once the bytes are in, for a download that succeeds and for one
+    /// that fails, and at once after `run()` returned; the file is whole when `run()` returns.
+    @Test(.timeLimit(.minutes(1))) func transferredAnswersForEveryEnding() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 300_000
+                let good = Download(server.url(size: size), to: FilePath(dir + "/good"), options: testOptions())
+                async let waited: Void = good.transferred()
+                _ = try await good.run()
+                await waited
+                await good.transferred()
+                #expect(try sha256HexOfFile(atPath: dir + "/good") == SyntheticContent(size: size).sha256Hex())
+                let bad = Download(server.baseURL + "/missing", to: FilePath(dir + "/bad"), options: testOptions())
+                async let failed: Void = bad.transferred()
+                _ = try? await bad.run()
+                await failed
+                #expect(!fileExists(dir + "/bad"))
+            }
+        }
+    }
+
     @Test func manyFilesReuseTheSessionsConnections() async throws {
         try await withServer { server in
             try await withTemporaryDirectory { dir in

@@ -1,4 +1,5 @@
 public import SystemPackage
+import NIOConcurrencyHelpers
 import Synchronization
 
 /// One file to download over several connections.
@@ -29,6 +30,8 @@ public final class Download: Sendable {
     private let continuation: AsyncStream<DownloadEvent>.Continuation
     private let started = Atomic<Bool>(false)
     private let session: Session?
+    /// Whether the network part is over, and who waits for it (``transferred()``).
+    private let network = NIOLockedValueBox<(over: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     /// Describes a download; nothing happens until ``run()``.
     ///
@@ -46,6 +49,28 @@ public final class Download: Sendable {
         (events, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(1024))
     }
 
+    /// Returns once the download needs the network no more: every byte has arrived and only
+    /// the sync and the rename are left, or it ended (also before ``run()`` is called, never).
+    /// A caller fetching many files can start the next one while this one reaches the disk:
+    /// the durability of each file is kept, and no file waits for another's `fsync`.
+    public func transferred() async {
+        await withCheckedContinuation { continuation in
+            network.withLockedValue { state in
+                if state.over { continuation.resume() } else { state.waiters.append(continuation) }
+            }
+        }
+    }
+
+    private func networkOver() {
+        let waiters = network.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            guard !state.over else { return [] }
+            state.over = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
     /// Downloads the file.
     ///
     /// - Returns: the final statistics (also sent as ``DownloadEvent/finished(_:)``).
@@ -55,7 +80,10 @@ public final class Download: Sendable {
         guard !started.exchange(true, ordering: .relaxed) else {
             throw DownloadError(.usage, "a Download can run only once")
         }
-        defer { continuation.finish() }
+        defer {
+            networkOver()
+            continuation.finish()
+        }
         try options.validate()
         if let path = options.caCertificatePath?.string, !FileSystem.exists(path) {
             throw DownloadError(.usage, "CA certificate file \(path) does not exist")
@@ -66,7 +94,8 @@ public final class Download: Sendable {
         let transport = session?.transport ?? CurlTransport(maximumConnections: options.connections)
         let engine = Engine(url: url, destination: destination.string, options: options, transport: transport,
                             policy: RequestPolicy(url: url, options: options),
-                            emit: { [continuation] in continuation.yield($0) })
+                            emit: { [continuation] in continuation.yield($0) },
+                            transferred: { [weak self] in self?.networkOver() })
         let result: Result<DownloadStatistics, DownloadError>
         do {
             result = .success(try await engine.run())

@@ -369,6 +369,7 @@ final class DownloadDriver {
 
     /// Syncs and renames the file into place on the I/O queue.
     private func finish() async throws -> DownloadStatistics {
+        engine.transferred()
         beginReporting()
         ticker?.cancel()
         for counter in counters { counter.set(.done) }

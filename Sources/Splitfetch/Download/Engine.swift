@@ -10,6 +10,8 @@ struct Engine: Sendable {
     /// What each request may carry; built once from the URL and options.
     let policy: RequestPolicy
     let emit: @Sendable (DownloadEvent) -> Void
+    /// Called once every byte has arrived, before the file is synced and renamed.
+    var transferred: @Sendable () -> Void = {}
 
     var partial: PartialFile { PartialFile(url: redactedURL(url), destination: destination, options: options) }
 
