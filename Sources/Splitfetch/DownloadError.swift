@@ -105,6 +105,11 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
 }
 
 extension DownloadError {
+    /// The same error, saying that `retries` retries did not clear it.
+    func givenUp(after retries: Int) -> DownloadError {
+        DownloadError(code, "\(message) (gave up after \(retries) retries)", httpStatus: httpStatus)
+    }
+
     /// What the download core needs to know about this error to decide on a retry.
     var failure: DownloadMachine.TransferFailure {
         DownloadMachine.TransferFailure(httpStatus: httpStatus, isTransient: isTransient, retryAfter: retryAfter,

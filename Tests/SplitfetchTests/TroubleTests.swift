@@ -97,8 +97,8 @@ struct ExpiringRedirectTests {
         other.etag = "\"2\""
         var longer = old
         longer.size = 11
-        #expect(DownloadDriver.sameFile(old, same))
-        #expect(!DownloadDriver.sameFile(old, other))
-        #expect(!DownloadDriver.sameFile(old, longer))
+        #expect(old.isSameFile(as: same))
+        #expect(!old.isSameFile(as: other))
+        #expect(!old.isSameFile(as: longer))
     }
 }

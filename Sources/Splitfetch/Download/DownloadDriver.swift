@@ -338,17 +338,9 @@ final class DownloadDriver {
         resolution = Task {
             var fresh: RemoteResource?
             do { fresh = try await probe.run(rangeOnly: true) } catch { fresh = nil }
-            let same = fresh.map { DownloadDriver.sameFile(old, $0) } ?? false
+            let same = fresh.map { old.isSameFile(as: $0) } ?? false
             queue.post(.resolved(same ? fresh : nil))
         }
-    }
-
-    /// Whether two probes describe the same file (ETags compared weakly).
-    static func sameFile(_ old: RemoteResource, _ new: RemoteResource) -> Bool {
-        guard old.size == new.size else { return false }
-        if let a = old.etag, let b = new.etag { return HTTPFields.sameEntityTag(a, b) }
-        if let a = old.lastModified, let b = new.lastModified { return a == b }
-        return true
     }
 
     /// A `206` named another size: start over from a ranged probe.
@@ -426,9 +418,7 @@ final class DownloadDriver {
             return DownloadError(.interrupted, "\(url): interrupted")
         case .transfer(let id, let gaveUpAfter):
             error = self.error(of: id)
-            if let retries = gaveUpAfter {
-                error = DownloadError(error.code, "\(error.message) (gave up after \(retries) retries)", httpStatus: error.httpStatus)
-            }
+            if let retries = gaveUpAfter { error = error.givenUp(after: retries) }
         case .checkpoint(let id):
             error = checkpointErrors[id] ?? DownloadError(.fileIO, "\(partial.manifestPath): checkpoint failed")
         case .incomplete:

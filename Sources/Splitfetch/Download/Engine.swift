@@ -47,7 +47,7 @@ struct Engine: Sendable {
                 switch retryPolicy.decide(error.failure, attempt: attempt, random: &random) {
                 case .giveUp:
                     guard attempt > 1, error.isTransient else { throw error }
-                    throw DownloadError(error.code, "\(error.message) (gave up after \(attempt - 1) retries)", httpStatus: error.httpStatus)
+                    throw error.givenUp(after: attempt - 1)
                 case .retry(let delay):
                     emit(.retrying(connection: 0, error: error, delay: .seconds(delay)))
                     do { try await Task.sleep(for: .seconds(delay)) } catch {

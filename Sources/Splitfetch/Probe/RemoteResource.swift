@@ -29,6 +29,15 @@ public struct RemoteResource: Sendable, Equatable, Codable {
         return copy
     }
 
+    /// Whether `other` (a later probe of the same URL) describes the same file: the same size,
+    /// and the same `ETag` (compared weakly) or else `Last-Modified`, where both have one.
+    func isSameFile(as other: RemoteResource) -> Bool {
+        guard size == other.size else { return false }
+        if let a = etag, let b = other.etag { return HTTPFields.sameEntityTag(a, b) }
+        if let a = lastModified, let b = other.lastModified { return a == b }
+        return true
+    }
+
     /// Whether the download can use several connections.
     public var isSegmentable: Bool { acceptsRanges && size != nil }
 

@@ -1,0 +1,75 @@
+/// The probe's answers: at the start it decides the mode and the plan (and the probe's own
+/// `GET`, when its body is still arriving, becomes the first transfer); mid-download, a
+/// redirect target that expired is resolved again.
+extension DownloadMachine {
+    /// The probe answered: decide the mode and the plan.
+    public mutating func probed(_ answer: ProbeAnswer, now: Double) -> [Action] {
+        guard case .awaitingProbe(let observed) = phase else { return [] }
+        redirected = answer.redirected
+        if let table, storage == .ready {
+            // Resumed: the driver has checked that the server still has the same file.
+            mode = .segmented(size: table.size)
+            let left = table.segments.reduce(Int64(0)) { $0 + $1.remaining }
+            let perConnection = configuration.minimumSegmentSize
+            let count = max(1, min(configuration.connections, Int((left + perConnection - 1) / perConnection)))
+            slots = Array(repeating: Slot(), count: count)
+            return (answer.openBody != nil ? [.discardOpenBody] : []) + begin(now: now)
+        }
+        let segmented: Int64?
+        if let observed {
+            // After a size mismatch: segmented only if the ranged answer agrees with the 206.
+            mayRestartOnSizeMismatch = false
+            segmented = answer.acceptsRanges && answer.size == observed && observed > 0 && !totalsContradicted ? observed : nil
+        } else {
+            segmented = answer.acceptsRanges && (answer.size ?? 0) > 0 ? answer.size : nil
+        }
+        storage = .preparing
+        phase = .preparing
+        guard let size = segmented else {
+            mode = .stream(size: observed == nil ? answer.size : nil)
+            slots = [Slot()]
+            table = nil
+            var actions: [Action] = []
+            if answer.openBody == .whole, observed == nil {
+                adopted = startTransfer(connection: 0, segment: nil, range: nil, isSplit: false, now: now)
+            } else if answer.openBody != nil {
+                actions.append(.discardOpenBody)
+            }
+            return actions + [.prepare(Preparation(mode: mode!, manifest: nil))]
+        }
+        // An open 206 body from byte 0 is the first segment; the rest is planned as usual.
+        var first: ByteRange?
+        if case .range(let r)? = answer.openBody, r.lowerBound == 0, r.upperBound <= size, !r.isEmpty, observed == nil { first = r }
+        let rest = Planner.plan(size: size - (first?.upperBound ?? 0), connections: configuration.connections,
+                                minimumSegmentSize: configuration.minimumSegmentSize)
+            .map { ByteRange($0.lowerBound + (first?.upperBound ?? 0), $0.upperBound + (first?.upperBound ?? 0)) }
+        let plan = (first.map { [$0] } ?? []) + rest
+        table = SegmentTable(size: size, ranges: plan, policy: configuration.split)
+        durableOffsets = [:]
+        mode = .segmented(size: size)
+        slots = Array(repeating: Slot(), count: min(configuration.connections, plan.count))
+        var actions: [Action] = []
+        if first != nil {
+            let id = nextTransferID
+            let assignment = table!.assign(transfer: id, now: now)!  // segment 0, unowned
+            adopted = startTransfer(connection: 0, segment: assignment.segment, range: assignment.range, isSplit: false, now: now)
+        } else if answer.openBody != nil {
+            actions.append(.discardOpenBody)
+        }
+        let checkpoint = Checkpoint(id: 0, durable: false,
+                                    segments: plan.map { Checkpoint.Segment(start: $0.lowerBound, end: $0.upperBound, written: $0.lowerBound) })
+        return actions + [.prepare(Preparation(mode: mode!, manifest: checkpoint))]
+    }
+
+    /// The answer to ``Action/resolveAgain``: the URL given still leads to the same file (its
+    /// requests now go where it leads), or not (then the download fails with the transfer that
+    /// found the URL expired).
+    public mutating func resolved(sameFile: Bool, now: Double) -> [Action] {
+        guard resolving else { return [] }
+        resolving = false
+        if !sameFile, let expired = expiredTransfer {
+            stop(.transfer(expired, gaveUpAfter: nil))
+        }
+        return advance(now: now)
+    }
+}
