@@ -104,12 +104,19 @@ package struct CurlURL: Sendable, Equatable {
     }
 
     /// For text libcurl will not parse (it is never requested): drop the authority up to its
-    /// last `@`.
+    /// last `@`, and redact the query's secrets as ``redactingQuery(_:)`` does.
     private static func scannedRedaction(_ text: String) -> String {
-        guard let r = text.firstRange(of: "://") else { return text }
-        let rest = text[r.upperBound...]
-        let authority = rest[..<(rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex)]
-        guard let at = authority.lastIndex(of: "@") else { return text }
-        return String(text[..<authority.startIndex]) + String(text[text.index(after: at)...])
+        var result = text
+        if let r = text.firstRange(of: "://") {
+            let rest = text[r.upperBound...]
+            let authority = rest[..<(rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex)]
+            if let at = authority.lastIndex(of: "@") {
+                result = String(text[..<authority.startIndex]) + String(text[text.index(after: at)...])
+            }
+        }
+        guard let question = result.firstIndex(of: "?") else { return result }
+        let end = result[question...].firstIndex(of: "#") ?? result.endIndex
+        let query = String(result[result.index(after: question)..<end])
+        return String(result[...question]) + redactingQuery(query) + String(result[end...])
     }
 }

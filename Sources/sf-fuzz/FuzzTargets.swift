@@ -64,6 +64,9 @@ func fuzz(_ target: String, _ bytes: [UInt8]) {
             broken("credentials for another origin", text)
         }
         if redactedURL(origin + text).contains("s3cret") { broken("a password survived redaction", text) }
+        // Nor a signature in the query, whatever follows it.
+        let signed = "https://b.example/k?X-Amz-Signature=SIGSECRET&" + text
+        if !text.contains("SIGSECRET"), redactedURL(signed).contains("SIGSECRET") { broken("a signature survived redaction", text) }
     case "manifest":
         if let manifest = try? ManifestCodec.decode(bytes, path: "fuzz") {
             if let problem = ManifestCodec.problem(in: manifest) { broken("an inconsistent manifest was accepted (\(problem))", text) }
