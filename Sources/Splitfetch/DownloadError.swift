@@ -17,7 +17,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
     public struct Code: Hashable, Sendable, Codable, CustomStringConvertible {
         private enum Base: String, Codable {
             case usage, network, http, protocolViolation, fileIO, interrupted, outputExists, resumeConflict,
-                 badManifest, remoteChanged, sizeLimit
+                 badManifest, remoteChanged, sizeLimit, proxy
         }
 
         private let base: Base
@@ -48,6 +48,9 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
         public static let remoteChanged = Code(.remoteChanged)
         /// The file is larger than the caller's limit (`maximumSize`).
         public static let sizeLimit = Code(.sizeLimit)
+        /// The proxy refused the request: it wants credentials (407) or would not connect. Over
+        /// `http` and `https` alike; the message names the proxy, not the origin.
+        public static let proxy = Code(.proxy)
 
         /// A stable name: `usage`, `network`, `http`, …
         public var description: String { base.rawValue }
@@ -59,7 +62,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
 
     /// What the caller could change so that the same download may succeed.
     public struct Remedy: Hashable, Sendable, CustomStringConvertible {
-        private enum Base: String { case restart, allowOverwrite, allowHTTPSDowngrade, raiseMaximumSize }
+        private enum Base: String { case restart, allowOverwrite, allowHTTPSDowngrade, raiseMaximumSize, proxyCredentials }
         private let base: Base
         private init(_ base: Base) { self.base = base }
 
@@ -71,6 +74,8 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
         public static let allowHTTPSDowngrade = Remedy(.allowHTTPSDowngrade)
         /// Accept a larger file (``DownloadOptions/maximumSize``).
         public static let raiseMaximumSize = Remedy(.raiseMaximumSize)
+        /// Give the proxy's user name and password (in its URL).
+        public static let proxyCredentials = Remedy(.proxyCredentials)
 
         public var description: String { base.rawValue }
     }
@@ -114,5 +119,33 @@ extension DownloadError {
     var failure: DownloadMachine.TransferFailure {
         DownloadMachine.TransferFailure(httpStatus: httpStatus, isTransient: isTransient, retryAfter: retryAfter,
                                         observedTotal: observedTotal, ignoredIfRange: ignoredIfRange)
+    }
+}
+
+extension DownloadError {
+    /// The proxy answered `status` (to a request, or to `CONNECT` for `https`). Named by
+    /// ``naming(proxy:)`` once the download knows which proxy it used.
+    static func proxyRefused(_ status: Int) -> DownloadError {
+        let what = status == 407 ? "requires authentication (HTTP 407 Proxy Authentication Required)" : "refused the request (HTTP \(status))"
+        var error = DownloadError(.proxy, "the proxy \(what)", httpStatus: status)
+        error.remedy = status == 407 ? .proxyCredentials : nil
+        return error
+    }
+
+    /// A proxy error that says which proxy: the one given (credentials removed), or the one in
+    /// libcurl's environment variables.
+    func naming(proxy: String?) -> DownloadError {
+        guard code == .proxy else { return self }
+        var named = self
+        let name = proxy.map { "proxy \(redactedURL($0))" } ?? "the proxy from the environment (https_proxy, http_proxy or all_proxy)"
+        named.message = message.replacingFirst("the proxy", with: name)
+        return named
+    }
+}
+
+extension String {
+    func replacingFirst(_ target: String, with replacement: String) -> String {
+        guard let range = firstRange(of: target) else { return self }
+        return self[..<range.lowerBound] + replacement + self[range.upperBound...]
     }
 }

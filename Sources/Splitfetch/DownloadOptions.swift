@@ -58,6 +58,9 @@ public struct DownloadOptions: Sendable {
     public var credentials: Credentials?
     /// Skip TLS certificate and host name verification. Never the default.
     public var insecure: Bool = false
+    /// The HTTP proxy for every request (`http://[user:password@]host:port`); `nil` leaves it to
+    /// libcurl, which reads `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy`.
+    public var proxy: String?
     /// A PEM file of CA certificates to verify servers with, instead of the system's.
     public var caCertificatePath: FilePath?
     /// Follow a redirect from `https` to `http`. Default `false`: such a redirect is an error.

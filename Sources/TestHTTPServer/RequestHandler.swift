@@ -11,13 +11,16 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let slowed: Bool
     private let timing: TimingLog?
     private let latency: TimeAmount
+    private let proxyAuthentication: Bool
     private var head: HTTPRequestHead?
     private var busy = false
     /// Token bucket with no burst: the earliest time the next byte may leave this connection.
     private var nextSend: NIODeadline = .now()
 
-    init(counters: TestServer.Counters, defaultRate: Int64, slowed: Bool, timing: TimingLog?, latency: TimeAmount = .zero) {
+    init(counters: TestServer.Counters, defaultRate: Int64, slowed: Bool, timing: TimingLog?, latency: TimeAmount = .zero,
+         proxyAuthentication: Bool = false) {
         self.latency = latency
+        self.proxyAuthentication = proxyAuthentication
         self.counters = counters
         self.defaultRate = defaultRate
         self.slowed = slowed
@@ -90,6 +93,12 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         if let until = counters.outageUntil.withLockedValue({ $0 }), NIODeadline.now() < until {
             context.close(promise: nil)  // down: no answer at all
+            return
+        }
+        if proxyAuthentication, head.method == .CONNECT || head.uri.hasPrefix("http://"),
+           head.headers.first(name: "Proxy-Authorization") == nil {
+            simple(context: context, status: .proxyAuthenticationRequired, body: "credentials, please\n",
+                   headers: [("Proxy-Authenticate", "Basic realm=\"test proxy\"")], keepAlive: keepAlive, isHead: isHead)
             return
         }
         // `outageafter=N&outagems=MS`: when the N-th range request of this URI arrives, the whole

@@ -57,6 +57,9 @@ public final class TestServer: Sendable {
         /// An emulated round trip: each new connection is served this much later than it was
         /// accepted, and each response's head leaves this much after its request arrived.
         public var latencyMilliseconds: Int64 = 0
+        /// Act as a proxy that wants credentials: a request in absolute form (`GET http://…`) or a
+        /// `CONNECT` without `Proxy-Authorization` gets 407.
+        public var proxyAuthentication = false
 
         public init(rateLimit: Int64 = 0, slowEvery: Int = 0, slowFactor: Int64 = 16, host: String = "127.0.0.1", port: Int = 0,
                     timingLogPath: String? = nil, latencyMilliseconds: Int64 = 0) {
@@ -146,7 +149,8 @@ public final class TestServer: Sendable {
                         withErrorHandling: true, withOutboundHeaderValidation: false)
                     try channel.pipeline.syncOperations.addHandler(
                         RequestHandler(counters: counters, defaultRate: rate, slowed: rate != config.rateLimit, timing: timing,
-                                       latency: .milliseconds(config.latencyMilliseconds)))
+                                       latency: .milliseconds(config.latencyMilliseconds),
+                                       proxyAuthentication: config.proxyAuthentication))
                 }
             }
         do {

@@ -28,6 +28,8 @@ struct Serve: AsyncParsableCommand {
     var timingLog: String?
     @Option(help: "Emulated round trip in milliseconds: delays each new connection and each response's first byte.")
     var latency: Int64 = 0
+    @Flag(help: "Act as a proxy that answers 407 to every proxied request or CONNECT without credentials.")
+    var proxyAuth = false
 
     func validate() throws {
         guard host.hasPrefix("127.") || host == "::1" || host == "localhost" else {
@@ -37,9 +39,11 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let server = try await TestServer(configuration: .init(
+        var configuration = TestServer.Configuration(
             rateLimit: rate, slowEvery: slowEvery, slowFactor: slowFactor, host: host, port: port,
-            timingLogPath: timingLog, latencyMilliseconds: latency))
+            timingLogPath: timingLog, latencyMilliseconds: latency)
+        configuration.proxyAuthentication = proxyAuth
+        let server = try await TestServer(configuration: configuration)
         print(server.port)
         fflush(nil)
         if let portFile {

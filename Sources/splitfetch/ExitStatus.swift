@@ -14,6 +14,7 @@ enum ExitStatus: Int32, CaseIterable {
     case badManifest = 9
     case remoteChanged = 10
     case sizeLimit = 11
+    case proxy = 12
     case interrupted = 130
 
     init(_ code: DownloadError.Code) {
@@ -29,6 +30,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .badManifest: self = .badManifest
         case .remoteChanged: self = .remoteChanged
         case .sizeLimit: self = .sizeLimit
+        case .proxy: self = .proxy
         default: self = .failure  // a code newer than this table
         }
     }
@@ -40,6 +42,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .allowOverwrite?: " (use --force to replace it)"
         case .allowHTTPSDowngrade?: " (--allow-https-downgrade permits it)"
         case .raiseMaximumSize?: " (raise --max-size to accept it)"
+        case .proxyCredentials?: " (give them in the proxy URL: --proxy http://user:password@host:port)"
         default: ""
         }
     }
@@ -58,6 +61,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .badManifest: "the manifest is damaged or of an unknown version (--restart discards it)"
         case .remoteChanged: "the file changed on the server since the download began (see --restart)"
         case .sizeLimit: "the file is larger than --max-size"
+        case .proxy: "the proxy wants credentials (407) or refused the request"
         case .interrupted: "interrupted by SIGINT or SIGTERM; run the same command to resume"
         }
     }

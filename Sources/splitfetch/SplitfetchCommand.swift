@@ -86,6 +86,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         }
         options.insecure = security.insecure
         options.caCertificatePath = security.cacert.map { FilePath($0) }
+        options.proxy = security.proxy
         options.allowHTTPSDowngrade = security.allowHTTPSDowngrade
         options.useContentDisposition = output.contentDisposition && output.output == nil
         options.maximumSize = output.maxSize?.bytes

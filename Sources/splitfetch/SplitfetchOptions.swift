@@ -109,6 +109,11 @@ struct SecurityOptions: ParsableArguments {
 
     @Flag(name: .customLong("allow-https-downgrade"), help: "Follow redirects from https to http.")
     var allowHTTPSDowngrade = false
+
+    @Option(name: [.customShort("x"), .long], parsing: .unconditional, help: ArgumentHelp(
+        "HTTP proxy for every request, http://[user:password@]host:port (default: the environment's https_proxy, http_proxy, all_proxy).",
+        valueName: "url"))
+    var proxy: String?
 }
 
 /// A time on the command line, in seconds: `15`, `0.5`.

@@ -102,3 +102,29 @@ struct ExpiringRedirectTests {
         #expect(!old.isSameFile(as: longer))
     }
 }
+
+/// A proxy that wants credentials is reported one way over http and https: a proxy error that
+/// names the proxy, not the origin, and is not retried.
+@Suite("Proxy authentication")
+struct ProxyTests {
+    @Test(arguments: ["http", "https"])
+    func aProxyAsking407IsNamedAndNotRetried(scheme: String) async throws {
+        var configuration = TestServer.Configuration()
+        configuration.proxyAuthentication = true
+        try await withServer(configuration) { proxy in
+            try await withTemporaryDirectory { dir in
+                var options = testOptions()
+                options.proxy = "http://127.0.0.1:\(proxy.port)"
+                // The origin is never reached: only the proxy (on loopback) is asked.
+                let error = await failure("\(scheme)://127.0.0.2:9/size/100/f.bin", to: dir + "/f", options: options)
+                #expect(error?.code == .proxy, "\(error?.message ?? "no error")")
+                #expect(error?.httpStatus == 407)
+                #expect(error?.remedy == .proxyCredentials)
+                #expect(error?.message.contains("proxy http://127.0.0.1:\(proxy.port)") == true, "\(error?.message ?? "")")
+                #expect(error?.message.contains("127.0.0.2") == false)
+                #expect(proxy.statistics.requests == 1)
+                #expect(!fileExists(dir + "/f") && !fileExists(dir + "/f.part"))
+            }
+        }
+    }
+}

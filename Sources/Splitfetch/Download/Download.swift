@@ -100,7 +100,7 @@ public final class Download: Sendable {
         do {
             result = .success(try await engine.run())
         } catch let error as DownloadError {
-            result = .failure(error)
+            result = .failure(error.naming(proxy: options.proxy))
         } catch is CancellationError {
             result = .failure(DownloadError(.interrupted, "\(redactedURL(url)): interrupted"))
         } catch {

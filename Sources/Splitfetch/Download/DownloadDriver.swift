@@ -140,7 +140,7 @@ final class DownloadDriver {
         case .start(let start):
             begin(start)
         case .adopt(let start):
-            adopt(start)
+            await adopt(start)
         case .discardOpenBody:
             open?.discard()
         case .abort(let id, let reason):
@@ -262,7 +262,7 @@ final class DownloadDriver {
 
     /// Makes the probe's open body the transfer `start`: its held bytes and the rest go through a
     /// sink like any started transfer's.
-    private func adopt(_ start: DownloadMachine.TransferStart) {
+    private func adopt(_ start: DownloadMachine.TransferStart) async {
         guard let open else { return }
         beginReporting()
         let counter = counters[start.connection]
@@ -270,15 +270,18 @@ final class DownloadDriver {
         counter.requests.wrappingAdd(1, ordering: .relaxed)
         connectionOf[start.id] = start.connection
         let url = resource.finalURL
+        let inner: any TransferSink
         if let range = start.range {
-            open.sink.attach(SegmentSink(machine: shared, transfer: start.id, file: file!, counters: counter, requested: range,
-                                         total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: resource.etag,
-                                         lastModified: resource.lastModified, sentIfRange: false))
+            inner = SegmentSink(machine: shared, transfer: start.id, file: file!, counters: counter, requested: range,
+                                total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: resource.etag,
+                                lastModified: resource.lastModified, sentIfRange: false)
         } else {
             counter.bytes.store(0, ordering: .relaxed)
-            open.sink.attach(StreamSink(machine: shared, transfer: start.id, file: file!, counters: counter,
-                                        expectedSize: resource.size, url: url, maximumSize: options.maximumSize))
+            inner = StreamSink(machine: shared, transfer: start.id, file: file!, counters: counter,
+                               expectedSize: resource.size, url: url, maximumSize: options.maximumSize)
         }
+        // The held bytes are written on the I/O queue, not on Swift's cooperative pool.
+        await io.run { open.sink.attach(inner) }
     }
 
     /// Reports the end of the probe's open body as transfer `id`, once it is adopted (or

@@ -215,6 +215,7 @@ package enum HTTPFields {
 
     /// The error for an HTTP error status; transient for 408, 429 and 5xx.
     static func httpStatusError(_ status: Int, url: String, head: ResponseHead?) -> DownloadError {
+        if status == 407 { return .proxyRefused(status) }
         let transient = status == 408 || status == 429 || (500...599).contains(status)
         var error = DownloadError(.http, "\(redactedURL(url)): HTTP \(status)\(reasonSuffix(status))", httpStatus: status, isTransient: transient)
         error.retryAfter = head?.first("retry-after").flatMap { retryAfterValue($0, receivedAt: Int64(time(nil))) }

@@ -240,6 +240,7 @@ enum CurlErrors {
     /// The error for a transfer that failed in libcurl (or in its sink).
     static func error(for result: TransferResult, url: String) -> DownloadError {
         if let sinkError = result.sinkError { return sinkError }
+        if let status = result.proxyConnectStatus { return .proxyRefused(status) }
         let code = result.curlCode
         let text = result.curlMessage.isEmpty ? "no response" : result.curlMessage
         switch code {

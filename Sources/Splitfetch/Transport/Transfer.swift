@@ -71,6 +71,7 @@ final class Transfer: @unchecked Sendable {
             set(sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2), "CURLOPT_SSL_VERIFYHOST")
         }
         if let ca = r.caCertificatePath { set(sf_easy_setopt_string(easy, CURLOPT_CAINFO, ca), "CURLOPT_CAINFO") }
+        if let proxy = r.proxy { set(sf_easy_setopt_string(easy, CURLOPT_PROXY, proxy), "CURLOPT_PROXY") }
         if let c = r.credentials {
             set(sf_easy_setopt_string(easy, CURLOPT_USERNAME, c.user), "CURLOPT_USERNAME")
             set(sf_easy_setopt_string(easy, CURLOPT_PASSWORD, c.password), "CURLOPT_PASSWORD")
@@ -166,6 +167,10 @@ final class Transfer: @unchecked Sendable {
             result.redirectURL = String(cString: redirect)
         }
         if head.status != 0 { result.head = head }
+        var connect = 0
+        if sf_easy_getinfo_long(easy, CURLINFO_HTTP_CONNECTCODE, &connect) == CURLE_OK, connect != 0, connect != 200 {
+            result.proxyConnectStatus = connect
+        }
     }
 
     /// Detaches the easy handle from this transfer.

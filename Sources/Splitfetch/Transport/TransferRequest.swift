@@ -18,6 +18,7 @@ package struct TransferRequest: Sendable {
     package var credentials: Credentials?
     var insecure: Bool
     var caCertificatePath: String?
+    var proxy: String?
 
     init(url: String, method: Method = .get, range: ByteRange? = nil, options: DownloadOptions) {
         self.url = url
@@ -28,6 +29,7 @@ package struct TransferRequest: Sendable {
         self.connectTimeout = options.connectTimeout.seconds
         self.insecure = options.insecure
         self.caCertificatePath = options.caCertificatePath?.string
+        self.proxy = options.proxy
     }
 }
 
@@ -67,4 +69,6 @@ struct TransferResult: Sendable {
     var sinkError: DownloadError?
     /// The task was cancelled.
     var cancelled = false
+    /// The proxy's answer to `CONNECT` (for an `https` URL through a proxy), when it was not 200.
+    var proxyConnectStatus: Int?
 }
