@@ -12,7 +12,7 @@ struct RealServerTests {
     static func options(connections: Int = 4) -> DownloadOptions {
         var o = testOptions(connections: connections, minimumSegmentSize: 256 << 10)
         o.retries = 4
-        o.stallTimeout = .seconds(2)
+        o.stallTimeout = .seconds(20)  // ThreadSanitizer slows transfers; none of these tests is about stalls
         o.probeTimeout = .seconds(2)
         return o
     }
@@ -32,8 +32,8 @@ struct RealServerTests {
         try await withServer { server in
             let stats = try await expectCorrect(server, query: ["rangecap": "65536"])
             #expect(stats.mode == .segmented)
-            // Were short answers failures, each of the 30-odd would count and 4 retries run out.
-            #expect(stats.retries <= 2)
+            // Were short answers failures, each would count: about one retry per request.
+            #expect(stats.retries * 4 < stats.requests, "\(stats.retries) retries in \(stats.requests) requests")
             #expect(stats.requests >= Int(Self.size / 65536))
         }
     }
