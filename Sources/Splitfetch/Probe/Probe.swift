@@ -28,20 +28,29 @@ struct Probe {
             request.totalTimeout = options.probeTimeout.seconds
             let result = await transport.perform(request, sink: sink)
             if result.cancelled { throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))") }
-            guard let head = result.head, [301, 302, 303, 307, 308].contains(head.status) else { return (result, current) }
-            guard let next = result.redirectURL else {
-                throw DownloadError(.protocolViolation, "\(redactedURL(current)): HTTP \(head.status) without a usable Location")
-            }
-            if let error = policy.checkRedirect(from: current, to: next) { throw error }
-            hops += 1
-            if hops > options.maximumRedirects {
-                throw DownloadError(.network, "\(redactedURL(url)): more than \(options.maximumRedirects) redirects")
-            }
-            if !visited.insert(next).inserted {
-                throw DownloadError(.network, "\(redactedURL(url)): redirect loop at \(redactedURL(next))")
+            guard let next = try nextHop(after: result, from: current, of: url, visited: &visited, hops: &hops) else {
+                return (result, current)
             }
             current = next
         }
+    }
+
+    /// Where a redirect leads, checked by the policy; `nil` when `result` is no redirect.
+    private func nextHop(after result: TransferResult, from current: String, of url: String, visited: inout Set<String>,
+                         hops: inout Int) throws(DownloadError) -> String? {
+        guard let head = result.head, [301, 302, 303, 307, 308].contains(head.status) else { return nil }
+        guard let next = result.redirectURL else {
+            throw DownloadError(.protocolViolation, "\(redactedURL(current)): HTTP \(head.status) without a usable Location")
+        }
+        if let error = policy.checkRedirect(from: current, to: next) { throw error }
+        hops += 1
+        if hops > options.maximumRedirects {
+            throw DownloadError(.network, "\(redactedURL(url)): more than \(options.maximumRedirects) redirects")
+        }
+        if !visited.insert(next).inserted {
+            throw DownloadError(.network, "\(redactedURL(url)): redirect loop at \(redactedURL(next))")
+        }
+        return next
     }
 
     /// - Parameter rangeOnly: skip `HEAD` and ask with a ranged `GET` only (when `HEAD` and a
@@ -150,18 +159,7 @@ struct Probe {
                                     isTransient: true)
             }
             if result.cancelled { throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))") }
-            if let h = result.head, [301, 302, 303, 307, 308].contains(h.status) {
-                guard let next = result.redirectURL else {
-                    throw DownloadError(.protocolViolation, "\(redactedURL(current)): HTTP \(h.status) without a usable Location")
-                }
-                if let error = policy.checkRedirect(from: current, to: next) { throw error }
-                hops += 1
-                if hops > options.maximumRedirects {
-                    throw DownloadError(.network, "\(redactedURL(url)): more than \(options.maximumRedirects) redirects")
-                }
-                if !visited.insert(next).inserted {
-                    throw DownloadError(.network, "\(redactedURL(url)): redirect loop at \(redactedURL(next))")
-                }
+            if let next = try nextHop(after: result, from: current, of: url, visited: &visited, hops: &hops) {
                 current = next
                 continue
             }
