@@ -90,9 +90,11 @@ struct FaultTests {
     @Test("a wrong 206 is rejected and retried", arguments: ["shift", "total", "long", "multipart"])
     func wrongPartialResponses(fault: String) async throws {
         try await withServer { server in
-            // Every third range request is wrong: retries get the right bytes.
-            let stats = try await expectCorrect(server, query: ["fault": fault, "faultevery": "3"])
-            #expect(stats.retries > 0)
+            // Every third range request is wrong: the right bytes come from a retry, or from an
+            // idle connection that took the failing range over first (then no retry is counted).
+            // Three range requests mean a wrong answer was served; the SHA-256 says it was refused.
+            _ = try await expectCorrect(server, query: ["fault": fault, "faultevery": "3"])
+            #expect(server.recordedRequests.filter { $0.headers.contains { $0.name == "range" } }.count >= 3)
             if fault == "total" {
                 // Every 206 names another total than the ranged probe: the server cannot agree with
                 // itself, so the file comes as one stream, whole.
