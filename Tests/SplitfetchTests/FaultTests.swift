@@ -179,6 +179,9 @@ struct FaultTests {
                 // No stall timeout a loaded machine could trip: a starved process looks stalled.
                 var options = Self.options()
                 options.stallTimeout = .seconds(60)
+                // HEAD first, so the first two range requests are two planned segments (GET-first,
+                // the first is the probe's short range, which may end before the 503s arrive).
+                options.probe = .head
                 let download = Download(server.url(size: Self.size, query: busy), to: FilePath(dir + "/f"), options: options)
                 let reduced = Task { () -> Int? in
                     var lowest: Int?
