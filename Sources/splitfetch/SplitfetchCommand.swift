@@ -319,69 +319,6 @@ struct SplitfetchCommand: AsyncParsableCommand {
     }
 }
 
-/// Turns SIGINT and SIGTERM into a callback (cancelling the download) instead of an abrupt exit.
-/// A second signal exits at once with the interrupted status.
-final class SignalForwarder {
-    private let sources: [any DispatchSourceSignal]
-
-    init(onSignal: @escaping @Sendable () -> Void) {
-        var made: [any DispatchSourceSignal] = []
-        let count = Mutex(0)
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler {
-                let n = count.withLock { value -> Int in
-                    value += 1
-                    return value
-                }
-                if n > 1 {
-                    writeRaw("\nsplitfetch: second signal; exiting now (the last checkpoint is kept)\n")
-                    fflush(nil)
-                    _exit(ExitStatus.interrupted.rawValue)  // now, from the signal queue: no clean-up can wait
-                }
-                onSignal()
-            }
-            source.resume()
-            made.append(source)
-        }
-        sources = made
-    }
-
-    func stop() {
-        for source in sources { source.cancel() }
-    }
-}
-
-/// `--stats-json` of a run with several URLs.
-struct BatchStatistics: Encodable {
-    var files: [DownloadStatistics]
-    var fileCount: Int
-    var failed: Int
-    var failures: [FailedDownload]
-    var size: Int64
-    var seconds: Double
-    var averageBytesPerSecond: Double
-}
-
-/// `--stats-json` of a download that failed: which, why, and the exit status.
-struct FailedDownload: Encodable {
-    struct Failure: Encodable {
-        var code: DownloadError.Code
-        var message: String
-        var httpStatus: Int?
-        init(_ error: DownloadError) {
-            code = error.code
-            message = error.message
-            httpStatus = error.httpStatus
-        }
-    }
-    var url: String
-    var path: String?
-    var error: Failure
-    var exitStatus: Int32
-}
-
 /// The text of a file, or of standard input for `-`.
 func readText(_ path: String) -> String? {
     let file = path == "-" ? fdopen(dup(STDIN_FILENO), "r") : fopen(path, "r")
