@@ -26,12 +26,7 @@ struct FaultTests {
     /// Downloads and checks the SHA-256 against the generated content.
     func expectCorrect(_ server: TestServer, query: [String: String], options: DownloadOptions = options(),
                        sourceLocation: SourceLocation = #_sourceLocation) async throws -> DownloadStatistics {
-        try await withTemporaryDirectory { dir in
-            let (stats, digest) = try await download(server.url(size: Self.size, query: query), to: dir + "/f", options: options)
-            #expect(digest == SyntheticContent(size: Self.size).sha256Hex(), sourceLocation: sourceLocation)
-            #expect(!fileExists(dir + "/f.part"), sourceLocation: sourceLocation)
-            return stats
-        }
+        try await expectCorrectDownload(server, size: Self.size, query: query, options: options, sourceLocation: sourceLocation)
     }
 
     /// Expects a failure with `code`, a message containing `text` and the URL or path, and no final file.

@@ -19,11 +19,7 @@ struct RealServerTests {
 
     func expectCorrect(_ server: TestServer, query: [String: String], options: DownloadOptions = options(),
                        sourceLocation: SourceLocation = #_sourceLocation) async throws -> DownloadStatistics {
-        try await withTemporaryDirectory { dir in
-            let (stats, digest) = try await download(server.url(size: Self.size, query: query), to: dir + "/f", options: options)
-            #expect(digest == SyntheticContent(size: Self.size).sha256Hex(), sourceLocation: sourceLocation)
-            return stats
-        }
+        try await expectCorrectDownload(server, size: Self.size, query: query, options: options, sourceLocation: sourceLocation)
     }
 
     /// A server that caps each range at 64 KiB: every short `206` is data, the rest is asked

@@ -76,6 +76,18 @@ struct TestFailure: Error, CustomStringConvertible {
 }
 
 /// Downloads `url` to `path` and returns the statistics and the file's SHA-256.
+/// Downloads `size` bytes of the server's synthetic content (with `query`) into a fresh
+/// directory and expects the right SHA-256 and no partial file left.
+func expectCorrectDownload(_ server: TestServer, size: Int64, query: [String: String], options: DownloadOptions,
+                           sourceLocation: SourceLocation = #_sourceLocation) async throws -> DownloadStatistics {
+    try await withTemporaryDirectory { dir in
+        let (stats, digest) = try await download(server.url(size: size, query: query), to: dir + "/f", options: options)
+        #expect(digest == SyntheticContent(size: size).sha256Hex(), sourceLocation: sourceLocation)
+        #expect(!fileExists(dir + "/f.part"), sourceLocation: sourceLocation)
+        return stats
+    }
+}
+
 func download(_ url: String, to path: String, options: DownloadOptions) async throws -> (DownloadStatistics, String) {
     let statistics = try await Download(url, to: FilePath(path), options: options).run()
     return (statistics, try sha256HexOfFile(atPath: path))

@@ -20,11 +20,8 @@ struct TroubleTests {
     /// Downloads `query`'s file, checks its SHA-256, and returns how many requests the server saw.
     func expectCorrect(_ server: TestServer, query: [String: String], options: DownloadOptions = options(),
                        sourceLocation: SourceLocation = #_sourceLocation) async throws -> Int {
-        try await withTemporaryDirectory { dir in
-            let (_, digest) = try await download(server.url(size: Self.size, query: query), to: dir + "/f", options: options)
-            #expect(digest == SyntheticContent(size: Self.size).sha256Hex(), sourceLocation: sourceLocation)
-            return server.recordedRequests.count
-        }
+        _ = try await expectCorrectDownload(server, size: Self.size, query: query, options: options, sourceLocation: sourceLocation)
+        return server.recordedRequests.count
     }
 
     @Test("a 503 to the very first requests is retried", arguments: [
