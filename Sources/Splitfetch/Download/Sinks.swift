@@ -5,7 +5,7 @@ import Synchronization
 /// the start of a whole-file `200`, for a range that starts at byte 0).
 ///
 /// Thread safety: `receive` runs on the transport thread, one call at a time; the driver reads
-/// ``offset`` and ``answer`` after the transfer ended. They are atomics, so no lock or unchecked
+/// ``offset`` and ``accepted`` after the transfer ended. They are atomics, so no lock or unchecked
 /// claim is needed for that hand-over (ThreadSanitizer cannot see the continuation's edge).
 final class SegmentSink: TransferSink, Sendable {
     let machine: SharedMachine
