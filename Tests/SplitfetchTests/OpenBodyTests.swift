@@ -40,6 +40,37 @@ struct OpenBodyTests {
         #expect(await sink.settled() === recorder)
     }
 
+    /// Held bytes sit in pooled chunks: across chunk boundaries they keep their order, and the
+    /// chunks go back to the pool, at most `retained` of them, for the next response.
+    @Test func heldBytesKeepTheirOrderAcrossChunksAndTheChunksAreReused() {
+        let pool = ChunkPool(chunkSize: 4, retained: 2)
+        var held = HeldBytes(pool: pool)
+        let input = (0..<11).map(UInt8.init)
+        input[0..<3].withUnsafeBytes { held.append($0) }
+        input[3...].withUnsafeBytes { held.append($0) }
+        #expect(held.count == 11 && held.chunks.map(\.count) == [4, 4, 3])
+        var output: [UInt8] = []
+        held.forEachChunk { output += $0; return true }
+        #expect(output == input)
+        var calls = 0
+        held.forEachChunk { _ in calls += 1; return false }
+        #expect(calls == 1)
+        held.release()
+        #expect(held.isEmpty && pool.idle == 2)
+        let reused = pool.take()
+        #expect(reused.isEmpty && reused.capacity >= 4 && pool.idle == 1)
+    }
+
+    @Test func bytesHeldInSeveralChunksReachTheSinkInOrder() async {
+        let sink = OpenBodySink(limit: 100, pool: ChunkPool(chunkSize: 2, retained: 8))
+        #expect(feed(sink, [1, 2, 3]) == .proceed)
+        #expect(feed(sink, [4, 5, 6, 7]) == .proceed)
+        let recorder = Recorder()
+        sink.attach(recorder)
+        #expect(feed(sink, [8]) == .proceed)
+        #expect(recorder.received == [1, 2, 3, 4, 5, 6, 7, 8])
+    }
+
     /// The transfer ended before the attach, and the sink refused the held bytes (a size limit):
     /// the refusal is part of the result, not a silently empty success.
     @Test func aRefusalOfTheHeldBytesAfterTheEndIsInTheResult() async {

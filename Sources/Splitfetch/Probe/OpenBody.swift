@@ -12,7 +12,7 @@ import SegmentPlanning
 /// tasks. One lock orders them, so the attached sink never sees two calls at once.
 final class OpenBodySink: TransferSink, Sendable {
     private struct State {
-        var buffer: [UInt8] = []
+        var buffer: HeldBytes
         var head: ResponseHead?
         var inner: (any TransferSink)?
         var discarded = false
@@ -25,10 +25,11 @@ final class OpenBodySink: TransferSink, Sendable {
     }
 
     let limit: Int
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
 
-    init(limit: Int) {
+    init(limit: Int, pool: ChunkPool = .shared) {
         self.limit = limit
+        state = NIOLockedValueBox(State(buffer: HeldBytes(pool: pool)))
     }
 
     func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict {
@@ -49,7 +50,7 @@ final class OpenBodySink: TransferSink, Sendable {
                 return .fail(DownloadError(.network, "the first response outran the file's creation (\(limit) bytes held)",
                                            isTransient: true))
             }
-            state.buffer.append(contentsOf: body)
+            state.buffer.append(body)
             return .proceed
         }
     }
@@ -96,10 +97,15 @@ final class OpenBodySink: TransferSink, Sendable {
             guard state.inner == nil, !state.discarded else { return }
             state.inner = inner
             if !state.buffer.isEmpty, let head = state.head {
-                let verdict = state.buffer.withUnsafeBytes { inner.receive($0, head: head) }
+                var verdict = SinkVerdict.proceed
+                state.buffer.forEachChunk { bytes in
+                    verdict = inner.receive(bytes, head: head)
+                    if case .proceed = verdict { return true }
+                    return false
+                }
                 if case .proceed = verdict {} else { state.flushVerdict = verdict }
-                state.buffer = []
             }
+            state.buffer.release()
             for waiter in state.settleWaiters { waiter.resume(returning: inner) }
             state.settleWaiters = []
         }
@@ -110,7 +116,7 @@ final class OpenBodySink: TransferSink, Sendable {
         state.withLockedValue { state in
             guard state.inner == nil, !state.discarded else { return }
             state.discarded = true
-            state.buffer = []
+            state.buffer.release()
             for waiter in state.settleWaiters { waiter.resume(returning: nil) }
             state.settleWaiters = []
         }
