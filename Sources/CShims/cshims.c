@@ -1,7 +1,13 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 #include "cshims.h"
 
 int sf_start_writeback(int fd, int64_t offset, int64_t length) {
@@ -21,5 +27,37 @@ void sf_set_thread_name(const char *name) {
     pthread_setname_np(pthread_self(), short_name);
 #else
     (void)name;
+#endif
+}
+
+int sf_open_unnamed(const char *directory, unsigned int mode) {
+#if defined(__linux__) && defined(O_TMPFILE)
+    return open(directory, O_TMPFILE | O_RDWR | O_CLOEXEC, (mode_t)mode);
+#else
+    (void)directory; (void)mode;
+    errno = EOPNOTSUPP;
+    return -1;
+#endif
+}
+
+int sf_name_unnamed(int fd, const char *path) {
+#if defined(__linux__)
+    char source[64];
+    snprintf(source, sizeof source, "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, source, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
+#else
+    (void)fd; (void)path;
+    errno = EOPNOTSUPP;
+    return -1;
+#endif
+}
+
+int sf_rename_noreplace(const char *from, const char *to) {
+#if defined(__linux__) && defined(SYS_renameat2)
+    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
+#else
+    (void)from; (void)to;
+    errno = ENOSYS;
+    return -1;
 #endif
 }

@@ -58,7 +58,7 @@ extension DownloadMachine {
         }
         let checkpoint = Checkpoint(id: 0, durable: false,
                                     segments: plan.map { Checkpoint.Segment(start: $0.lowerBound, end: $0.upperBound, written: $0.lowerBound) })
-        return actions + [.prepare(Preparation(mode: mode!, manifest: checkpoint))]
+        return actions + [.prepare(Preparation(mode: mode!, manifest: checkpoint, manifestCanWait: first != nil && plan.count == 1))]
     }
 
     /// The answer to ``Action/resolveAgain``: the URL given still leads to the same file (its

@@ -69,10 +69,16 @@ extension DownloadMachine {
         public var mode: Mode
         /// The first manifest, saved before any byte is written (segmented mode only).
         public var manifest: Checkpoint?
+        /// Whether the first manifest may instead wait for the first checkpoint: the whole file
+        /// is one response, already under way, so before that checkpoint a rerun would have
+        /// nothing to resume. The driver may then keep the partial file unnamed until then, and
+        /// a small file costs no manifest at all.
+        public var manifestCanWait: Bool
 
-        public init(mode: Mode, manifest: Checkpoint?) {
+        public init(mode: Mode, manifest: Checkpoint?, manifestCanWait: Bool = false) {
             self.mode = mode
             self.manifest = manifest
+            self.manifestCanWait = manifestCanWait
         }
     }
 

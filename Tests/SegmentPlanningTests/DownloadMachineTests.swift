@@ -361,6 +361,8 @@ struct DownloadMachineTests {
         #expect(preparation.manifest?.segments.map { ByteRange($0.start, $0.end) }
                 == [ByteRange(0, Self.MiB), ByteRange(Self.MiB, Int64(2.5 * Double(Self.MiB))), ByteRange(Int64(2.5 * Double(Self.MiB)), 4 * Self.MiB)])
         #expect(m.openBodyTransfer == 1)
+        // Other connections will write soon: the first manifest is saved before they start.
+        #expect(!preparation.manifestCanWait)
         let started = m.prepared(now: 0.01)
         guard case .adopt(let adopted)? = started.first else {
             Issue.record("expected the adoption first, got \(started)")
@@ -379,7 +381,17 @@ struct DownloadMachineTests {
     /// A file smaller than the probe's range is one segment: one request in all.
     @Test func aSmallFileIsTheProbesBodyAlone() {
         var m = M(configuration: Self.configuration(connections: 8))
-        _ = m.probed(M.ProbeAnswer(size: 5000, acceptsRanges: true, openBody: .range(ByteRange(0, 5000))), now: 0)
+        let probed = m.probed(M.ProbeAnswer(size: 5000, acceptsRanges: true, openBody: .range(ByteRange(0, 5000))), now: 0)
+        // The whole file is the response under way: its first manifest may wait for a checkpoint.
+        #expect(probed == [.prepare(M.Preparation(mode: .segmented(size: 5000), manifest: M.Checkpoint(
+            id: 0, durable: false, segments: [M.Checkpoint.Segment(start: 0, end: 5000, written: 0)]), manifestCanWait: true))])
+        // After a HEAD probe nothing is under way yet: the manifest comes first.
+        var headFirst = M(configuration: Self.configuration(connections: 1))
+        guard case .prepare(let preparation)? = headFirst.probed(M.ProbeAnswer(size: 5000, acceptsRanges: true), now: 0).first else {
+            Issue.record("expected a prepare")
+            return
+        }
+        #expect(!preparation.manifestCanWait && preparation.manifest != nil)
         let started = m.prepared(now: 0.01)
         #expect(started.first == .adopt(M.TransferStart(id: 1, connection: 0, source: 0, range: ByteRange(0, 5000), useIfRange: true,
                                                         isSplit: false)))

@@ -86,6 +86,63 @@ import Glibc
         }
     }
 
+    @Test func renameWithoutReplacingNeverReplaces() async throws {
+        try await withTemporaryDirectory { dir throws in
+            let a = dir + "/a", b = dir + "/b"
+            try FileSystem.createFile(a, containing: [1], durable: false)
+            try FileSystem.createFile(b, containing: [2, 2], durable: false)
+            #expect(throws: Errno.fileExists) { try FileSystem.renameWithoutReplacing(a, to: b) }
+            #expect(FileSystem.sizeIfRegular(b) == 2)
+            try FileSystem.remove(b)
+            try FileSystem.renameWithoutReplacing(a, to: b)
+            #expect(!FileSystem.exists(a) && FileSystem.sizeIfRegular(b) == 1)
+        }
+    }
+
+    /// A download's partial file may start without a name: nothing of it is on disk until it is
+    /// named, for resuming (`NAME.part`, locked) or finished (the destination, never replaced).
+    @Test func anUnnamedPartialFileIsNamedOnlyWhenResumableOrFinished() async throws {
+        try await withTemporaryDirectory { dir throws in
+            let partial = PartialFile(url: "http://example.org/f", destination: dir + "/f", options: DownloadOptions())
+            let bytes: [UInt8] = [1, 2, 3, 4, 5]
+            let file = try #require(try partial.createUnnamed(size: 5))
+            #expect(!file.isNamed)
+            try bytes.withUnsafeBytes { try file.write($0, at: 0) }
+            #expect(directoryEntries(dir).isEmpty)
+            try partial.putInPlace(file, removingManifest: true)
+            #expect(directoryEntries(dir) == ["f"] && readBytes(dir + "/f") == bytes)
+
+            // A file that appeared meanwhile is kept, and the new one leaves nothing behind.
+            let late = try #require(try partial.createUnnamed(size: 1))
+            let error = #expect(throws: DownloadError.self) { try partial.putInPlace(late, removingManifest: true) }
+            #expect(error?.code == .outputExists)
+            #expect(directoryEntries(dir) == ["f"] && readBytes(dir + "/f") == bytes)
+
+            // Named for resuming: `NAME.part`, locked against a second run.
+            let resumable = try #require(try partial.createUnnamed(size: 1))
+            defer { resumable.close() }
+            try partial.nameForResuming(resumable)
+            #expect(resumable.isNamed && directoryEntries(dir) == ["f", "f.part"])
+            let other = try OutputFile.openExisting(path: dir + "/f.part")
+            defer { other.close() }
+            #expect(throws: DownloadError.self) { try other.lockExclusively() }
+            partial.removeOwnData(of: resumable)
+            #expect(directoryEntries(dir) == ["f"])
+        }
+    }
+
+    /// Removing a run's own data never touches a `NAME.part` its unnamed file does not own.
+    @Test func anUnnamedFileOwnsNoNameOnDisk() async throws {
+        try await withTemporaryDirectory { dir throws in
+            let partial = PartialFile(url: "http://example.org/g", destination: dir + "/g", options: DownloadOptions())
+            writeBytes([9], to: dir + "/g.part")
+            let file = try #require(try partial.createUnnamed(size: 1))
+            defer { file.close() }
+            partial.removeOwnData(of: file)
+            #expect(readBytes(dir + "/g.part") == [9])
+        }
+    }
+
     @Test func aQueueRunsItsJobsInOrder() async {
         let queue = IOQueue()
         let log = JobLog()

@@ -173,6 +173,53 @@ struct ResumeTests {
         }
     }
 
+    /// A download that is one response has no manifest and no name on disk until its first
+    /// checkpoint; interrupted after it, it is `NAME.part` with a manifest and resumes.
+    @Test func aOneResponseDownloadIsNamedWithItsFirstManifestAndResumes() async throws {
+        try await withServer(.init(rateLimit: 1 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 3 << 20
+                let path = dir + "/one.bin"
+                let url = server.url(size: size, seed: 5)
+                let options = testOptions(connections: 1, minimumSegmentSize: 64 << 20)
+                let error = await interrupt(url, to: path, options: options, after: 1 << 20)
+                #expect(error?.code == .interrupted)
+                #expect(error?.message.contains("paused at") == true)
+                #expect(fileExists(path + ".part") && fileExists(path + ".part.json"))
+                let (stats, digest) = try await download(url, to: path, options: options)
+                #expect(digest == SyntheticContent(size: size, seed: 5).sha256Hex())
+                #expect(stats.resumedBytes >= 1 << 20)
+                #expect(directoryEntries(dir) == ["one.bin"])
+            }
+        }
+    }
+
+    /// Until its first checkpoint, a one-response download has nothing on disk under any name,
+    /// so a run killed then leaves nothing that could stop the next.
+    @Test func aOneResponseDownloadHasNoNameBeforeItsFirstCheckpoint() async throws {
+        try await withServer(.init(rateLimit: 1 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 3 << 19
+                var options = testOptions(connections: 1, minimumSegmentSize: 64 << 20)
+                options.checkpointInterval = .zero
+                options.quickCheckpointInterval = .zero
+                let download = Download(server.url(size: size, seed: 6), to: FilePath(dir + "/quiet.bin"), options: options)
+                let task = Task { try await download.run() }
+                var seen: [String]?
+                for await event in download.events {
+                    if case .progress(let p) = event, p.bytesWritten > 0 {
+                        seen = directoryEntries(dir)
+                        break
+                    }
+                }
+                _ = try await task.value
+                #expect(seen == [])
+                #expect(try sha256HexOfFile(atPath: dir + "/quiet.bin") == SyntheticContent(size: size, seed: 6).sha256Hex())
+                #expect(directoryEntries(dir) == ["quiet.bin"])
+            }
+        }
+    }
+
     /// Every prefix of a valid manifest, and random byte flips, as the manifest of a partial file
     /// whose unwritten bytes are garbage: each run must end in a clear error or a correct file.
     @Test func everyPrefixAndRandomFlipsEndInAClearErrorOrACorrectFile() async throws {

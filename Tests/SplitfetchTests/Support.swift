@@ -19,15 +19,7 @@ func withTemporaryDirectory<R>(_ body: (String) async throws -> R) async throws 
 
 /// Removes a directory of plain files (the tests create nothing deeper).
 func removeTree(_ path: String) {
-    guard let dir = opendir(path) else { return }
-    while let entry = readdir(dir) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-        }
-        if name == "." || name == ".." { continue }
-        unlink(path + "/" + name)
-    }
-    closedir(dir)
+    for name in directoryEntries(path) { unlink(path + "/" + name) }
     rmdir(path)
 }
 
@@ -42,6 +34,20 @@ func withServer<R>(_ configuration: TestServer.Configuration = .init(), _ body: 
         await server.shutdown()
         throw error
     }
+}
+
+/// The names in a directory, sorted, without `.` and `..`.
+func directoryEntries(_ path: String) -> [String] {
+    guard let dir = opendir(path) else { return [] }
+    defer { closedir(dir) }
+    var names: [String] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names.sorted()
 }
 
 func fileExists(_ path: String) -> Bool {

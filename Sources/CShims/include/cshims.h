@@ -12,4 +12,18 @@ int sf_start_writeback(int fd, int64_t offset, int64_t length);
 /// Names the calling thread (at most 15 bytes are kept), for debuggers and `top -H`.
 void sf_set_thread_name(const char *name);
 
+/// Opens a new regular file without a name in `directory` (Linux O_TMPFILE), read-write,
+/// close-on-exec, with `mode` (less the umask). Returns the descriptor, or -1 with errno set:
+/// EOPNOTSUPP, EISDIR or EINVAL where the file system or kernel cannot.
+int sf_open_unnamed(const char *directory, unsigned int mode);
+
+/// Gives the unnamed file `fd` the name `path` (linkat through /proc/self/fd, which needs no
+/// privilege). Fails with EEXIST rather than replacing an existing name. Returns 0, or -1 with
+/// errno set.
+int sf_name_unnamed(int fd, const char *path);
+
+/// Renames `from` to `to` unless `to` exists (renameat2 with RENAME_NOREPLACE): 0, or -1 with
+/// errno set (EEXIST; EINVAL or ENOSYS where unsupported).
+int sf_rename_noreplace(const char *from, const char *to);
+
 #endif

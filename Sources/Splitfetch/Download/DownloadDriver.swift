@@ -173,9 +173,9 @@ final class DownloadDriver {
             file?.close()
             // A stream cannot resume: its partial file goes, on the I/O queue (unlinking a
             // large file can block).
-            if case .stream? = mode, file != nil {
+            if case .stream? = mode, let file {
                 let partial = self.partial
-                await io.run { partial.removeOwnData() }
+                await io.run { partial.removeOwnData(of: file) }
             }
             throw error
         }
@@ -197,14 +197,18 @@ final class DownloadDriver {
         let partial = self.partial
         let template = manifestTemplate(size: size ?? 0)
         let segments = preparation.manifest?.segments
+        // Without a manifest yet, the file stays unnamed: a run killed now leaves nothing behind.
+        // Replacing a file (--force) is left to the named path, which renames.
+        let unnamed = preparation.manifestCanWait && !options.allowOverwrite
         file = try await io.run { () throws(DownloadError) -> OutputFile in
+            if unnamed, let size, let file = try partial.createUnnamed(size: size) { return file }
             let file = try partial.create(size: size)
             guard let segments else { return file }
             do throws(DownloadError) {
                 try CheckpointWriter(file: file, store: partial.store, template: template).save(segments, durable: false)
             } catch {
                 file.close()
-                partial.removeOwnData()
+                partial.removeOwnData(of: file)
                 throw error
             }
             return file
@@ -309,9 +313,10 @@ final class DownloadDriver {
     private func save(_ checkpoint: DownloadMachine.Checkpoint) {
         let writer = CheckpointWriter(file: file!, store: partial.store, template: manifestTemplate(size: shared.withLock { $0.table?.size ?? 0 }))
         let segments = checkpoint.segments
-        let (queue, id, durable) = (queue, checkpoint.id, checkpoint.durable)
+        let (queue, id, durable, partial) = (queue, checkpoint.id, checkpoint.durable, partial)
         io.submit {
             do throws(DownloadError) {
+                try partial.nameForResuming(writer.file)
                 try writer.save(segments, durable: durable)
                 queue.post(.checkpointEnded(id, nil))
             } catch {
@@ -351,10 +356,10 @@ final class DownloadDriver {
         ticker?.cancel()
         ticker = nil
         counters = []
-        file?.close()
+        let (partial, old) = (self.partial, file)
+        old?.close()
         file = nil
-        let partial = self.partial
-        await io.run { partial.removeOwnData() }
+        await io.run { partial.removeOwnData(of: old) }
         let confirmed = try await Probe(transport: engine.transport, policy: engine.policy).run(rangeOnly: true)
         engine.emit(.probed(confirmed.redacted))
         resource = confirmed
@@ -387,7 +392,7 @@ final class DownloadDriver {
                 try partial.putInPlace(file, removingManifest: segmented)
             }
         } catch {
-            if !segmented { await io.run { partial.removeOwnData() } }
+            if !segmented { await io.run { partial.removeOwnData(of: file) } }
             throw error
         }
         let size: Int64
@@ -415,7 +420,7 @@ final class DownloadDriver {
         var error: DownloadError
         switch failure {
         case .cancelled:
-            if segmented && file != nil {
+            if segmented && file?.isNamed == true {
                 return DownloadError(.interrupted, "paused at \(percent)% — run the same command to resume (\(partial.partialPath))")
             }
             return DownloadError(.interrupted, "\(url): interrupted")
@@ -430,7 +435,7 @@ final class DownloadDriver {
         if finalCheckpointFailed, error.code != .fileIO, let saving = checkpointErrors.max(by: { $0.key < $1.key })?.value {
             return saving
         }
-        if segmented && error.code != .remoteChanged && error.code != .interrupted {
+        if segmented && file?.isNamed == true && error.code != .remoteChanged && error.code != .interrupted {
             error.message += "; \(percent)% kept in \(partial.partialPath), run the same command to resume"
         }
         return error

@@ -38,8 +38,10 @@ struct PartialFile: Sendable {
         }
     }
 
-    /// Removes this run's own partial data after a failure that makes it worthless.
-    func removeOwnData() {
+    /// Removes this run's own partial data after a failure that makes it worthless. A file that
+    /// never got its name has nothing on disk to remove (and `NAME.part`, if there, is not ours).
+    func removeOwnData(of file: OutputFile?) {
+        if let file, !file.isNamed { return }
         _ = try? FileSystem.remove(partialPath)
         store.remove()
     }
@@ -161,25 +163,66 @@ struct PartialFile: Sendable {
         }
     }
 
+    /// A new partial file without a name (``OutputFile/createUnnamed(path:injectedFullDiskOffset:)``),
+    /// preallocated like ``create(size:)``; `nil` where the file system cannot make one. It gets
+    /// its name with its first manifest (``nameForResuming(_:)``) or, finished, its final name.
+    func createUnnamed(size: Int64) throws(DownloadError) -> OutputFile? {
+        guard let file = try OutputFile.createUnnamed(path: partialPath, injectedFullDiskOffset: options.injectedFullDiskOffset) else {
+            return nil
+        }
+        do throws(DownloadError) {
+            try file.checkFreeSpace(for: size)
+            try file.preallocate(size)
+            return file
+        } catch {
+            file.close()
+            throw error
+        }
+    }
+
+    /// Names an unnamed partial file `NAME.part`, locked, before its first manifest is saved: from
+    /// then on a rerun can resume it. Does nothing for a named file.
+    func nameForResuming(_ file: OutputFile) throws(DownloadError) {
+        guard !file.isNamed else { return }
+        try file.lockExclusively()
+        try file.name()
+    }
+
     /// The end of every successful download (blocking: it waits for the disk): the data reaches
     /// the disk (unless `syncBeforeRename` is off), the file is closed and renamed into place, the
     /// manifest removed and the directory synced so the rename lasts.
+    /// A file that never got a name (it had no manifest) gets the final name directly.
     func putInPlace(_ file: OutputFile, removingManifest: Bool) throws(DownloadError) {
         defer { file.close() }  // on every path; renaming an open file is fine
         if options.syncBeforeRename { try file.sync() }
-        try moveIntoPlace()
-        if removingManifest { store.remove() }
+        // Replacing a file takes a rename, and a rename takes a name.
+        if !file.isNamed && options.allowOverwrite { try file.name() }
+        if file.isNamed {
+            try moveIntoPlace()
+            if removingManifest { store.remove() }
+        } else {
+            try file.name(as: destination)
+        }
         try? store.syncDirectory()
     }
 
     /// Renames the partial file to the destination; without overwrite, never replaces a file that
-    /// appeared meanwhile (`link` fails if the name exists).
+    /// appeared meanwhile (`renameat2` with `RENAME_NOREPLACE`, or else `link`, fails if the name
+    /// exists).
     private func moveIntoPlace() throws(DownloadError) {
         if options.allowOverwrite {
             do { try FileSystem.rename(partialPath, to: destination) } catch {
                 throw .fileSystem(error, .rename(to: destination), path: partialPath)
             }
             return
+        }
+        do {
+            try FileSystem.renameWithoutReplacing(partialPath, to: destination)
+            return
+        } catch .fileExists {
+            throw .fileSystem(.fileExists, .link(to: destination), path: partialPath)
+        } catch {
+            // Not supported here: link and unlink do the same in two steps.
         }
         do {
             try FileSystem.link(partialPath, to: destination)

@@ -17,6 +17,8 @@ enum FileOperation: Sendable, Equatable {
     case rename(to: String)
     /// `link` of a finished partial file to its destination, which must not exist.
     case link(to: String)
+    /// Naming a file that was made without a name; the name must not exist.
+    case name(to: String)
 }
 
 extension DownloadError {
@@ -28,6 +30,8 @@ extension DownloadError {
             return DownloadError(.outputExists, "\(path) already exists", remedy: .allowOverwrite)
         case (.fileExists, .link(let destination)):
             return DownloadError(.outputExists, "\(destination) appeared during the download; the data is kept in \(path)")
+        case (.fileExists, .name(let target)):
+            return DownloadError(.outputExists, "\(target) appeared during the download")
         case (.tooManySymbolicLinkLevels, .create), (.tooManySymbolicLinkLevels, .open), (.tooManySymbolicLinkLevels, .read):
             return DownloadError(.fileIO, "\(path) is a symbolic link; refusing to follow it")
         case (.wouldBlock, .lock):
@@ -59,6 +63,7 @@ extension FileOperation {
         case .remove: "remove \(path)"
         case .rename(let target): "rename \(path) to \(target)"
         case .link(let target): "link \(path) to \(target)"
+        case .name(let target): "give the new file the name \(target)"
         }
     }
 }

@@ -71,6 +71,32 @@ enum FileSystem {
         try retryingInterrupts { Glibc.rename(source, target) }
     }
 
+    /// Renames `source` to `target` unless `target` exists (`EEXIST`); one atomic step.
+    /// Throws `EINVAL` or `ENOSYS` where the file system or kernel cannot (then use ``link``).
+    static func renameWithoutReplacing(_ source: String, to target: String) throws(Errno) {
+        try retryingInterrupts { sf_rename_noreplace(source, target) }
+    }
+
+    /// A new regular file without a name in `directory` (`O_TMPFILE`), mode 0644 less the umask:
+    /// if the process dies, it is gone with it. `nil` where the file system or kernel cannot
+    /// make one (or `/proc`, which ``name(_:as:)`` needs, is not mounted).
+    static func createUnnamed(inDirectory directory: String) throws(Errno) -> FileDescriptor? {
+        guard procIsMounted else { return nil }
+        do {
+            return FileDescriptor(rawValue: try retryingInterrupts { sf_open_unnamed(directory, 0o644) })
+        } catch .notSupported, .isDirectory, .invalidArgument {
+            return nil
+        }
+    }
+
+    /// Gives a file made by ``createUnnamed(inDirectory:)`` the name `path`; `EEXIST` rather than
+    /// replacing a file that has it.
+    static func name(_ fd: FileDescriptor, as path: String) throws(Errno) {
+        try retryingInterrupts { sf_name_unnamed(fd.rawValue, path) }
+    }
+
+    private static let procIsMounted = isDirectory("/proc/self/fd")
+
     /// A second name for `source`; fails with `EEXIST` rather than replacing `target`.
     static func link(_ source: String, to target: String) throws(Errno) {
         try retryingInterrupts { Glibc.link(source, target) }

@@ -6,18 +6,50 @@ import SystemPackage
 /// Opened without following symlinks and created with mode 0644. `pwrite` is safe from any thread
 /// at distinct offsets, so the transport thread writes while other tasks sync.
 ///
-/// Thread safety: immutable after creation; the descriptor is closed by `close()` once.
+/// A file may also start without a name (``createUnnamed(path:injectedFullDiskOffset:)``): then
+/// ``path`` is the name it will get, and it is gone if the process dies before ``name()``.
+///
+/// Thread safety: immutable after creation but for two atomics; the descriptor is closed by
+/// `close()` once, and named by `name()` on the download's I/O queue.
 final class OutputFile: Sendable {
     let path: String
     let descriptor: FileDescriptor
     /// For tests: writes reaching past this offset fail as if the disk were full.
     let injectedFullDiskOffset: Int64?
     private let closed = Atomic<Bool>(false)
+    private let named: Atomic<Bool>
 
-    private init(path: String, descriptor: FileDescriptor, injectedFullDiskOffset: Int64?) {
+    private init(path: String, descriptor: FileDescriptor, injectedFullDiskOffset: Int64?, named: Bool = true) {
         self.path = path
         self.descriptor = descriptor
         self.injectedFullDiskOffset = injectedFullDiskOffset
+        self.named = Atomic(named)
+    }
+
+    /// Whether the file has a name on disk (``path``) yet.
+    var isNamed: Bool { named.load(ordering: .acquiring) }
+
+    /// A new file without a name, in the directory of `path`, to be named `path` or another name
+    /// later; `nil` where the file system cannot make one.
+    static func createUnnamed(path: String, injectedFullDiskOffset: Int64? = nil) throws(DownloadError) -> OutputFile? {
+        let directory = FileSystem.parentDirectory(of: path)
+        let fd: FileDescriptor?
+        do { fd = try FileSystem.createUnnamed(inDirectory: directory) } catch {
+            throw .fileSystem(error, .create, path: path)
+        }
+        return fd.map { OutputFile(path: path, descriptor: $0, injectedFullDiskOffset: injectedFullDiskOffset, named: false) }
+    }
+
+    /// Gives an unnamed file the name `target` (by default ``path``), never replacing a file that
+    /// has it. Blocking.
+    ///
+    /// - Throws: ``DownloadError`` (`outputExists` when `target` exists).
+    func name(as target: String? = nil) throws(DownloadError) {
+        let target = target ?? path
+        do { try FileSystem.name(descriptor, as: target) } catch {
+            throw .fileSystem(error, .name(to: target), path: target)
+        }
+        named.store(true, ordering: .releasing)
     }
 
     /// Creates a new file (or, with `replace`, truncates an existing regular file).
