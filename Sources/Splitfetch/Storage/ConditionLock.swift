@@ -24,7 +24,8 @@ final class ConditionLock: @unchecked Sendable {
 
     func lock() { pthread_mutex_lock(mutex) }
     func unlock() { pthread_mutex_unlock(mutex) }
-    func signal() { pthread_cond_broadcast(condition) }
+    /// Wakes one waiting thread (none if none waits).
+    func signal() { pthread_cond_signal(condition) }
 
     /// Waits for a signal. Call with the lock held.
     func wait() {
