@@ -46,6 +46,10 @@ final class CurlTransport: Sendable {
 
     private let inbox = NIOLockedValueBox(Inbox())
     private let nextID = Atomic<UInt64>(1)
+    private let underWay = Atomic<Int>(0)
+
+    /// Transfers asked for and not yet returned (for choosing the least busy transport).
+    var transfersUnderWay: Int { underWay.load(ordering: .relaxed) }
 
     /// Starts the transport thread. libcurl's set-up (the first time in the process) happens on
     /// that thread, never on the caller's.
@@ -66,6 +70,8 @@ final class CurlTransport: Sendable {
     /// `cancelled` set.
     func perform(_ request: TransferRequest, sink: (any TransferSink)?) async -> TransferResult {
         let transfer = Transfer(id: nextID.wrappingAdd(1, ordering: .relaxed).oldValue, request: request, sink: sink)
+        underWay.wrappingAdd(1, ordering: .relaxed)
+        defer { underWay.wrappingSubtract(1, ordering: .relaxed) }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 transfer.continuation = continuation
