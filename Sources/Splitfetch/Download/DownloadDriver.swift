@@ -395,6 +395,9 @@ final class DownloadDriver {
             if !segmented { await io.run { partial.removeOwnData(of: file) } }
             throw error
         }
+        // The rename lasts once the directory is synced: by a sync that starts now, perhaps shared
+        // with other downloads' renames.
+        await DirectorySync.shared.sync(partial.store.directory)
         let size: Int64
         switch mode {
         case .segmented(let s)?: size = s

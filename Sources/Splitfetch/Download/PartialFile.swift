@@ -189,8 +189,9 @@ struct PartialFile: Sendable {
     }
 
     /// The end of every successful download (blocking: it waits for the disk): the data reaches
-    /// the disk (unless `syncBeforeRename` is off), the file is closed and renamed into place, the
-    /// manifest removed and the directory synced so the rename lasts.
+    /// the disk (unless `syncBeforeRename` is off), the file is closed and renamed into place and
+    /// the manifest removed. The caller then syncs the directory so the rename lasts
+    /// (``DirectorySync``, shared with the renames of other downloads).
     /// A file that never got a name (it had no manifest) gets the final name directly.
     func putInPlace(_ file: OutputFile, removingManifest: Bool) throws(DownloadError) {
         defer { file.close() }  // on every path; renaming an open file is fine
@@ -203,7 +204,6 @@ struct PartialFile: Sendable {
         } else {
             try file.name(as: destination)
         }
-        try? store.syncDirectory()
     }
 
     /// Renames the partial file to the destination; without overwrite, never replaces a file that

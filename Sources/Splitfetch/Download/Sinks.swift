@@ -79,6 +79,9 @@ final class SegmentSink: TransferSink, Sendable {
             }
             let through = offset + allowed
             written.store(through, ordering: .relaxed)
+            // The segment is complete: its pages start for the disk now, so the final sync (or the
+            // next checkpoint's) finds them on their way. A small file is one segment.
+            if through == end { file.startWriteback(ByteRange(requested.lowerBound, end)) }
             let now = machine.now()
             machine.withLock { $0.commit(id, through: through, now: now) }
             counters.bytes.wrappingAdd(allowed, ordering: .relaxed)

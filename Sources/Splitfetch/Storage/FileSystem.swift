@@ -195,10 +195,11 @@ enum FileSystem {
         }
     }
 
-    /// Asks the kernel to start writing `fd`'s dirty pages without waiting (`sync_file_range`).
+    /// Asks the kernel to start writing `fd`'s dirty pages in `[offset, offset + length)` (all of
+    /// them for length 0) without waiting (`sync_file_range`).
     /// Errors are ignored: this only moves work earlier.
-    static func startWriteback(_ fd: FileDescriptor) {
-        _ = sf_start_writeback(fd.rawValue, 0, 0)
+    static func startWriteback(_ fd: FileDescriptor, offset: Int64 = 0, length: Int64 = 0) {
+        _ = sf_start_writeback(fd.rawValue, offset, length)
     }
 
     /// The directory part of a path (`.` for a bare name).

@@ -1,3 +1,4 @@
+import SegmentPlanning
 import Synchronization
 import SystemPackage
 
@@ -135,10 +136,10 @@ final class OutputFile: Sendable {
         try perform(.resize(size)) { () throws(Errno) in try FileSystem.system { try descriptor.resize(to: size) } }
     }
 
-    /// Asks the kernel to start writing dirty pages to disk without waiting, so the `fdatasync` of
-    /// a later checkpoint or of the finish has little left to do.
-    func startWriteback() {
-        FileSystem.startWriteback(descriptor)
+    /// Asks the kernel to start writing dirty pages (of `range`, or all) to disk without waiting, so
+    /// the `fdatasync` of a later checkpoint or of the finish has little left to do.
+    func startWriteback(_ range: ByteRange? = nil) {
+        FileSystem.startWriteback(descriptor, offset: range?.lowerBound ?? 0, length: range?.count ?? 0)
     }
 
     /// Makes written data durable (`fdatasync`).

@@ -1,0 +1,64 @@
+import NIOConcurrencyHelpers
+
+/// Directory syncs shared by the renames made before them (group commit).
+///
+/// A finished file's rename lasts once its directory is synced. Each sync of a directory costs a
+/// write of it and a flush of the disk's cache, and syncs of one directory run one at a time, so
+/// two hundred small files finishing together would queue two hundred of them. Here a sync that
+/// starts after a rename covers it: callers that arrive while one runs wait for the next, which
+/// then serves them all at once. Nobody waits for a sync that started before their rename.
+///
+/// Errors are not reported, as before: a file system that cannot sync a directory (`EINVAL`)
+/// keeps the rename anyway, and the data itself was synced before it.
+///
+/// Thread safety: `sync` may be called from any task; the syncs run on the ``IOExecutor``.
+final class DirectorySync: Sendable {
+    static let shared = DirectorySync(executor: .shared)
+
+    private struct Directory {
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let executor: IOExecutor
+    /// A directory is here while a round of syncs runs for it.
+    private let directories = NIOLockedValueBox<[String: Directory]>([:])
+    /// For tests: how many syncs ran.
+    private let count = NIOLockedValueBox(0)
+
+    init(executor: IOExecutor) {
+        self.executor = executor
+    }
+
+    /// Returns once a sync of `directory` that started after this call has ended.
+    func sync(_ directory: String) async {
+        await withCheckedContinuation { continuation in
+            let startRound = directories.withLockedValue { directories in
+                if directories[directory] != nil {
+                    directories[directory]!.waiting.append(continuation)
+                    return false
+                }
+                directories[directory] = Directory(waiting: [continuation])
+                return true
+            }
+            if startRound { executor.enqueue { [self] in runRounds(directory) } }
+        }
+    }
+
+    /// Syncs `directory` for whoever waits, again while more arrived meanwhile.
+    private func runRounds(_ directory: String) {
+        while true {
+            let batch = directories.withLockedValue { directories -> [CheckedContinuation<Void, Never>] in
+                let batch = directories[directory]?.waiting ?? []
+                if batch.isEmpty { directories[directory] = nil } else { directories[directory]!.waiting = [] }
+                return batch
+            }
+            if batch.isEmpty { return }
+            try? FileSystem.syncDirectory(directory)
+            count.withLockedValue { $0 += 1 }
+            for waiter in batch { waiter.resume() }
+        }
+    }
+
+    /// How many directory syncs ran (for tests).
+    var syncs: Int { count.withLockedValue { $0 } }
+}
