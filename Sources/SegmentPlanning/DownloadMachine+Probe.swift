@@ -40,14 +40,18 @@ extension DownloadMachine {
         // An open 206 body from byte 0 is the first segment; the rest is planned as usual.
         var first: ByteRange?
         if case .range(let r)? = answer.openBody, r.lowerBound == 0, r.upperBound <= size, !r.isEmpty, observed == nil { first = r }
-        let rest = Planner.plan(size: size - (first?.upperBound ?? 0), connections: configuration.connections,
+        // The rest goes to the other connections; the probe's takes a share by splitting once
+        // its own range is in. (Planned for all of them, one segment would wait for the probe's
+        // connection and end last: 4.50 s against 4.06 s in bench scenario 3.)
+        let others = first == nil ? configuration.connections : max(1, configuration.connections - 1)
+        let rest = Planner.plan(size: size - (first?.upperBound ?? 0), connections: others,
                                 minimumSegmentSize: configuration.minimumSegmentSize)
             .map { ByteRange($0.lowerBound + (first?.upperBound ?? 0), $0.upperBound + (first?.upperBound ?? 0)) }
         let plan = (first.map { [$0] } ?? []) + rest
         table = SegmentTable(size: size, ranges: plan, policy: configuration.split)
         durableOffsets = [:]
         mode = .segmented(size: size)
-        slots = Array(repeating: Slot(), count: min(configuration.connections, plan.count))
+        slots = Array(repeating: Slot(), count: min(configuration.connections, plan.count))  // the probe's is one of them
         var actions: [Action] = []
         if first != nil {
             let id = nextTransferID
