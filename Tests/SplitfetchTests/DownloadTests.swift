@@ -55,8 +55,11 @@ struct DownloadTests {
                 #expect(ranges.first == (connections == 1 ? "bytes=0-" : "bytes=0-262143"))
                 // The probe's body is the first segment: byte 0 is asked for once.
                 #expect(ranges.filter { $0.hasPrefix("bytes=0-") }.count == 1)
-                #expect(requests.count == stats.requests)
-                if size < options.minimumSegmentSize || connections == 1 { #expect(requests.count == 1) }
+                // Every request the server saw is counted. A split started just as its owner
+                // finished may be stopped before its request leaves (slow runs, ThreadSanitizer):
+                // counted, never seen.
+                #expect(requests.count <= stats.requests)
+                if size < options.minimumSegmentSize || connections == 1 { #expect(requests.count == 1 && stats.requests == 1) }
             }
         }
     }
