@@ -152,7 +152,10 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
         var rates = Array(repeating: fast, count: connections)
         for i in 0..<slowCount { rates[(i * connections) / slowCount] = fast / factor }
         let size = between(32, 128) << 20
-        return SimulationScenario(seed: seed, size: size, configuration: configuration, rates: rates,
-                                  latency: 0.005...0.02)
+        var scenario = SimulationScenario(seed: seed, size: size, configuration: configuration, rates: rates,
+                                          latency: 0.005...0.02)
+        // Half the mixes start as the command line does: the probe's GET is the first range.
+        scenario.getFirst = rng.next() % 2 == 0
+        return scenario
     }
 }

@@ -357,8 +357,10 @@ struct DownloadMachineTests {
             Issue.record("expected one prepare, got \(probed)")
             return
         }
-        // The first segment is the probe's range; the rest is planned for the other connections.
-        #expect(preparation.manifest?.segments.map { ByteRange($0.start, $0.end) } == [ByteRange(0, Self.MiB), ByteRange(Self.MiB, 4 * Self.MiB)])
+        // The first segment is the probe's range; the other connection gets a full share (half
+        // the file), and the shorter last range waits for the probe's connection.
+        #expect(preparation.manifest?.segments.map { ByteRange($0.start, $0.end) }
+                == [ByteRange(0, Self.MiB), ByteRange(Self.MiB, 3 * Self.MiB), ByteRange(3 * Self.MiB, 4 * Self.MiB)])
         #expect(m.openBodyTransfer == 1)
         // Other connections will write soon: the first manifest is saved before they start.
         #expect(!preparation.manifestCanWait)
@@ -369,15 +371,15 @@ struct DownloadMachineTests {
         }
         #expect(adopted.id == 1 && adopted.connection == 0 && adopted.range == ByteRange(0, Self.MiB))
         #expect(Self.starts(started).map(\.connection) == [1])
-        #expect(Self.starts(started).map(\.range) == [ByteRange(Self.MiB, 4 * Self.MiB)])
+        #expect(Self.starts(started).map(\.range) == [ByteRange(Self.MiB, 3 * Self.MiB)])
         #expect(m.openBodyTransfer == nil)
-        // The adopted transfer writes like any other; then its connection takes a share of the
-        // rest by splitting the other connection's range.
+        // The adopted transfer writes like any other; then its connection takes the last range,
+        // and both connections end together at equal speeds.
         #expect(Self.write(&m, 1, from: 0, Self.MiB, now: 1) == Self.MiB)
-        #expect(Self.write(&m, 2, from: Self.MiB, Self.MiB / 2, now: 1) == Self.MiB / 2)
+        #expect(Self.write(&m, 2, from: Self.MiB, Self.MiB, now: 1) == Self.MiB)
         let next = Self.starts(m.transferEnded(1, .completed, now: 1))
         #expect(next.map(\.connection) == [0])
-        #expect(next.allSatisfy { $0.isSplit && $0.range!.lowerBound > Self.MiB + Self.MiB / 2 && $0.range!.upperBound == 4 * Self.MiB })
+        #expect(next.map(\.range) == [ByteRange(3 * Self.MiB, 4 * Self.MiB)] && next.allSatisfy { !$0.isSplit })
     }
 
     /// A file smaller than the probe's range is one segment: one request in all.

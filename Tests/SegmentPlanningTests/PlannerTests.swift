@@ -56,6 +56,23 @@ struct PlannerTests {
         #expect(plan.last?.upperBound == 10_000_019)
     }
 
+    /// After the probe's first range: full shares for the others, the shorter last one for the
+    /// probe's connection, so at equal speeds all end together.
+    @Test func afterAFirstRangeTheOthersGetFullSharesAndTheLastIsShorter() {
+        let MiB: Int64 = 1 << 20
+        // Scenario 3's shape: 64 MiB, 16 connections, a 1 MiB first range.
+        let plan = Planner.plan(after: MiB, size: 64 * MiB, connections: 16, minimumSegmentSize: MiB)
+        #expect(plan.count == 16 && plan.first?.lowerBound == MiB && plan.last?.upperBound == 64 * MiB)
+        #expect(plan.dropLast().allSatisfy { $0.count == 4 * MiB } && plan.last?.count == 3 * MiB)
+        #expect(zip(plan, plan.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound })
+        // A remainder below the minimum joins the range before it.
+        let joined = Planner.plan(after: MiB / 2, size: 4 * MiB, connections: 4, minimumSegmentSize: MiB)
+        #expect(joined == [ByteRange(MiB / 2, 3 * MiB / 2), ByteRange(3 * MiB / 2, 5 * MiB / 2), ByteRange(5 * MiB / 2, 4 * MiB)])
+        // A first range that is a full share already: the rest is planned for the others.
+        #expect(Planner.plan(after: 2 * MiB, size: 4 * MiB, connections: 2, minimumSegmentSize: MiB) == [ByteRange(2 * MiB, 4 * MiB)])
+        #expect(Planner.plan(after: 4 * MiB, size: 4 * MiB, connections: 2, minimumSegmentSize: MiB).isEmpty)
+    }
+
     @Test func httpRangeValueIsInclusive() {
         #expect(ByteRange(0, 1).httpRangeValue == "bytes=0-0")
         #expect(ByteRange(100, 200).httpRangeValue == "bytes=100-199")
