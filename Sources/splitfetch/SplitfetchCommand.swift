@@ -219,8 +219,12 @@ struct SplitfetchCommand: AsyncParsableCommand {
         do { try options.validate() } catch { return fail(.usage, error.message) }
         if security.insecure { writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified\n") }
         let jobs = input.jobs
-        let session = Session(maximumConnections: max(8, jobs * options.connections))
         let directory = output.directory
+        // Said once, not once per URL.
+        if let directory, (try? FilePath(directory).stat(followTargetSymlink: true))?.type != .directory {
+            return fail(.fileIO, "directory \(directory) does not exist")
+        }
+        let session = Session(maximumConnections: max(8, jobs * options.connections))
         let quiet = output.quiet
         let started = ContinuousClock.now
         // Up to `jobs` downloads use the network at once. A download whose bytes have all
