@@ -159,6 +159,28 @@ import Glibc
     /// A queue whose job blocks does not hold up another queue: queue A's job gives queue B a job
     /// and waits for it to run, which can only happen on another executor thread. (With one
     /// thread it would give up after 5 s and the test fail.)
+    /// Callers that wait together for a sync of one directory share it: five renames waiting
+    /// while the I/O thread is busy cost one directory sync, and a later one its own.
+    @Test func directorySyncsAreSharedByThoseWaitingTogether() async throws {
+        try await withTemporaryDirectory { dir in
+            let executor = IOExecutor(threads: 1, name: "sf-test-io")
+            let sync = DirectorySync(executor: executor)
+            let released = NIOLockedValueBox(false)
+            executor.enqueue {
+                for _ in 0..<10_000 where !released.withLockedValue({ $0 }) { usleep(1000) }
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<5 { group.addTask { await sync.sync(dir) } }
+                for _ in 0..<5_000 where sync.waiting(in: dir) < 5 { try? await Task.sleep(for: .milliseconds(1)) }
+                #expect(sync.waiting(in: dir) == 5)
+                released.withLockedValue { $0 = true }
+            }
+            #expect(sync.syncs == 1)
+            await sync.sync(dir)
+            #expect(sync.syncs == 2)
+        }
+    }
+
     @Test func aBlockedQueueDoesNotHoldUpAnother() async {
         let executor = IOExecutor(threads: 2, name: "sf-test-io")
         let (a, b) = (IOQueue(executor: executor), IOQueue(executor: executor))

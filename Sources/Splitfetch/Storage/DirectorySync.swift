@@ -61,4 +61,9 @@ final class DirectorySync: Sendable {
 
     /// How many directory syncs ran (for tests).
     var syncs: Int { count.withLockedValue { $0 } }
+
+    /// How many callers wait for a sync of `directory` that has not started (for tests).
+    func waiting(in directory: String) -> Int {
+        directories.withLockedValue { $0[directory]?.waiting.count ?? 0 }
+    }
 }
