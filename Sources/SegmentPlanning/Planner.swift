@@ -23,29 +23,9 @@ public enum Planner {
     ) -> [ByteRange] {
         precondition(size >= 0 && connections >= 1 && minimumSegmentSize >= 1 && alignment >= 1)
         guard size > 0 else { return [] }
-        let byMinimum = max(1, size / minimumSegmentSize)
-        let count = min(Int64(connections), byMinimum)
-        if count == 1 { return [ByteRange(0, size)] }
-
-        // Round the even share up to the alignment; the last range takes what is left.
-        var chunk = (size + count - 1) / count
-        chunk = ((chunk + alignment - 1) / alignment) * alignment
-        chunk = max(chunk, minimumSegmentSize)
-
-        var ranges: [ByteRange] = []
-        ranges.reserveCapacity(Int(count))
-        var start: Int64 = 0
-        while start < size {
-            let end = min(start + chunk, size)
-            ranges.append(ByteRange(start, end))
-            start = end
-        }
-        // A short tail below the minimum joins the range before it.
-        if ranges.count > 1, let last = ranges.last, last.count < minimumSegmentSize {
-            ranges.removeLast()
-            ranges[ranges.count - 1].upperBound = last.upperBound
-        }
-        return ranges
+        return cut(from: 0, to: size, chunk: share(size: size, connections: connections, minimumSegmentSize: minimumSegmentSize,
+                                                   alignment: alignment),
+                   minimumSegmentSize: minimumSegmentSize)
     }
 
     /// Plans what follows a first range `[0, first)` that is already being fetched (the GET-first
@@ -70,19 +50,34 @@ public enum Planner {
     ) -> [ByteRange] {
         precondition(first >= 0 && size >= 0 && connections >= 1 && minimumSegmentSize >= 1 && alignment >= 1)
         guard first < size else { return [] }
-        let share = plan(size: size, connections: connections, minimumSegmentSize: minimumSegmentSize, alignment: alignment)
-            .first?.count ?? size
+        let share = share(size: size, connections: connections, minimumSegmentSize: minimumSegmentSize, alignment: alignment)
         guard share > first else {
             // The first range is a full share already: plan the rest alone.
             return plan(size: size - first, connections: max(1, connections - 1), minimumSegmentSize: minimumSegmentSize,
                         alignment: alignment).map { ByteRange($0.lowerBound + first, $0.upperBound + first) }
         }
+        return cut(from: first, to: size, chunk: share, minimumSegmentSize: minimumSegmentSize)
+    }
+
+    /// The length of every range but the last in an even plan of `size` bytes: the even share
+    /// rounded up to the alignment, at least the minimum (all of it when one range is planned).
+    private static func share(size: Int64, connections: Int, minimumSegmentSize: Int64, alignment: Int64) -> Int64 {
+        let count = min(Int64(connections), max(1, size / minimumSegmentSize))
+        if count == 1 { return size }
+        let even = (size + count - 1) / count
+        return max(((even + alignment - 1) / alignment) * alignment, minimumSegmentSize)
+    }
+
+    /// `[start, size)` in ranges of `chunk` bytes; the last takes what is left, and a short tail
+    /// below the minimum joins the range before it.
+    private static func cut(from start: Int64, to size: Int64, chunk: Int64, minimumSegmentSize: Int64) -> [ByteRange] {
         var ranges: [ByteRange] = []
-        var start = first
-        while start < size {
-            let end = min(start + share, size)
-            ranges.append(ByteRange(start, end))
-            start = end
+        ranges.reserveCapacity(Int((size - start + chunk - 1) / chunk))
+        var lower = start
+        while lower < size {
+            let upper = min(lower + chunk, size)
+            ranges.append(ByteRange(lower, upper))
+            lower = upper
         }
         if ranges.count > 1, let last = ranges.last, last.count < minimumSegmentSize {
             ranges.removeLast()
