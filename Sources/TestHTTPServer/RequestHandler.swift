@@ -91,95 +91,16 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             $0.append(.init(method: head.method.rawValue, uri: head.uri,
                             headers: head.headers.map { ($0.name.lowercased(), $0.value) }))
         }
-        if let until = counters.outageUntil.withLockedValue({ $0 }), NIODeadline.now() < until {
-            context.close(promise: nil)  // down: no answer at all
+        switch ScriptedAnswer.decide(head: head, path: request.path, query: request.query, counters: counters,
+                                     proxyAuthentication: proxyAuthentication) {
+        case .close:
+            context.close(promise: nil)
             return
-        }
-        if proxyAuthentication, head.method == .CONNECT || head.uri.hasPrefix("http://"),
-           head.headers.first(name: "Proxy-Authorization") == nil {
-            simple(context: context, status: .proxyAuthenticationRequired, body: "credentials, please\n",
-                   headers: [("Proxy-Authenticate", "Basic realm=\"test proxy\"")], keepAlive: keepAlive, isHead: isHead)
+        case .answer(let status, let body, let headers):
+            simple(context: context, status: status, body: body, headers: headers, keepAlive: keepAlive, isHead: isHead)
             return
-        }
-        // `outageafter=N&outagems=MS`: when the N-th range request of this URI arrives, the whole
-        // server goes down for MS milliseconds (3000 unless given): responses being sent are cut
-        // and new connections get no answer, as when a backend restarts.
-        if let after = request.query["outageafter"].flatMap(Int.init), head.headers.first(name: "Range").map({ $0 != "bytes=0-0" }) == true {
-            let count = counters.allRequests.withLockedValue { counts in
-                counts["outage " + head.uri, default: 0] += 1
-                return counts["outage " + head.uri]!
-            }
-            if count == after {
-                let milliseconds = request.query["outagems"].flatMap { Int64($0) } ?? 3000
-                counters.outageUntil.withLockedValue { $0 = .now() + .milliseconds(milliseconds) }
-                context.close(promise: nil)
-                return
-            }
-        }
-        // `firstfail=N`: the first N requests to this URI, the probe included, get 503 with
-        // `Retry-After` (`retryafter=S` seconds, or `retryafter=date:S` as an HTTP-date S s ahead).
-        if let first = request.query["firstfail"].flatMap(Int.init) {
-            let seen = counters.allRequests.withLockedValue { counts in
-                counts[head.uri, default: 0] += 1
-                return counts[head.uri]!
-            }
-            if seen <= first {
-                var extra: [(String, String)] = []
-                if let after = request.query["retryafter"] {
-                    extra.append(("Retry-After", after.hasPrefix("date:") ? httpDate(secondsFromNow: Int64(after.dropFirst(5)) ?? 0) : after))
-                }
-                simple(context: context, status: .serviceUnavailable, body: "starting up\n", headers: extra, keepAlive: keepAlive, isHead: isHead)
-                return
-            }
-        }
-        // `signredirect=K`: a signed-URL service. Each request is redirected to a fresh signature
-        // (`signed=N`) that serves K requests and then answers 403, as an expired S3 presigned URL.
-        if let lifetime = request.query["signredirect"] {
-            let n = counters.allRequests.withLockedValue { counts in
-                counts["sign " + request.path, default: 0] += 1
-                return counts["sign " + request.path]!
-            }
-            let carried = request.query["rate"].map { "&rate=\($0)" } ?? ""
-            simple(context: context, status: .found, body: "",
-                   headers: [("Location", "\(request.path)?signed=\(n)&expireafter=\(lifetime)\(carried)")],
-                   keepAlive: keepAlive, isHead: isHead)
-            return
-        }
-        if let lifetime = request.query["expireafter"].flatMap(Int.init) {
-            let used = counters.allRequests.withLockedValue { counts in
-                counts["signed " + head.uri, default: 0] += 1
-                return counts["signed " + head.uri]!
-            }
-            if used > lifetime {
-                simple(context: context, status: .forbidden, body: "Request has expired\n", keepAlive: keepAlive, isHead: isHead)
-                return
-            }
-        }
-        if let target = request.query["redirect"] {
-            simple(context: context, status: .found, body: "", headers: [("Location", percentDecode(target))],
-                   keepAlive: keepAlive, isHead: isHead)
-            return
-        }
-        if request.path.hasPrefix("/loop/") {
-            simple(context: context, status: .found, body: "", headers: [("Location", head.uri)], keepAlive: keepAlive, isHead: isHead)
-            return
-        }
-        if request.path.hasPrefix("/hops/") {
-            let parts = request.path.split(separator: "/", maxSplits: 2)
-            if parts.count == 3, let n = Int(parts[1]) {
-                let query = head.uri.firstIndex(of: "?").map { String(head.uri[$0...]) } ?? ""
-                if n > 0 {
-                    simple(context: context, status: .found, body: "",
-                           headers: [("Location", "/hops/\(n - 1)/\(parts[2])\(query)")], keepAlive: keepAlive, isHead: isHead)
-                    return
-                }
-                request.path = "/" + parts[2]
-            }
-        }
-        if request.path == "/__stats" {
-            let s = "{\"connections\":\(counters.connections.load(ordering: .relaxed)),\"requests\":\(counters.requests.load(ordering: .relaxed)),\"bodyBytes\":\(counters.bodyBytes.load(ordering: .relaxed))}\n"
-            simple(context: context, status: .ok, body: s, keepAlive: keepAlive)
-            return
+        case .file(let path):
+            request.path = path
         }
         let components = request.path.split(separator: "/")
         guard components.count >= 2, components[0] == "size", let size = Int64(components[1]), size >= 0 else {
