@@ -40,8 +40,7 @@ final class DownloadDriver {
 
     private var transfers: [DownloadMachine.TransferID: Task<Void, Never>] = [:]
     private var connectionOf: [DownloadMachine.TransferID: Int] = [:]
-    private var errors: [DownloadMachine.TransferID: DownloadError] = [:]
-    private var checkpointErrors: [Int: DownloadError] = [:]
+    private var failures = FailureRecord()
     private var timer: (deadline: Double, task: Task<Void, Never>)?
     /// A re-resolution of the URL given, while one is out.
     private var resolution: Task<Void, Never>?
@@ -113,7 +112,7 @@ final class DownloadDriver {
         switch event {
         case .transferEnded(let id, let end, let error, let length):
             transfers[id] = nil
-            if let error { errors[id] = error }
+            if let error { failures.transfers[id] = error }
             if let connection = connectionOf.removeValue(forKey: id) { counters[connection].set(.idle) }
             if case .completed = end { streamLength = length }
             return shared.withLock { $0.transferEnded(id, end, now: now) }
@@ -121,7 +120,7 @@ final class DownloadDriver {
             timer = nil
             return shared.withLock { $0.tick(now: now) }
         case .checkpointEnded(let id, let error):
-            if let error { checkpointErrors[id] = error }
+            if let error { failures.checkpoints[id] = error }
             return shared.withLock { $0.checkpointEnded(id, succeeded: error == nil, now: now) }
         case .resolved(let fresh):
             if let fresh { resource.finalURL = fresh.finalURL }
@@ -145,7 +144,7 @@ final class DownloadDriver {
             open?.discard()
         case .abort(let id, let reason):
             if reason == .stalled {
-                errors[id] = DownloadError(.network, "\(redactedURL(resource.finalURL)): no data for \(formatSeconds(options.stallTimeout.seconds)) s",
+                failures.transfers[id] = DownloadError(.network, "\(redactedURL(resource.finalURL)): no data for \(formatSeconds(options.stallTimeout.seconds)) s",
                                            isTransient: true)
             }
             transfers[id]?.cancel()
@@ -231,36 +230,36 @@ final class DownloadDriver {
             .start(counters: counters, total: size ?? resource.size, base: resumedBytes)
     }
 
-    private func begin(_ start: DownloadMachine.TransferStart) {
+    /// Counts a request on the connection of `start` and makes its sink: a range's, or the
+    /// stream's.
+    private func makeSink(for start: DownloadMachine.TransferStart, sentIfRange: Bool) -> any TransferSink {
         beginReporting()
         let counter = counters[start.connection]
         counter.set(.receiving)
         counter.requests.wrappingAdd(1, ordering: .relaxed)
         connectionOf[start.id] = start.connection
-        let (transport, queue, id, url, file) = (engine.transport, queue, start.id, resource.finalURL, file!)
+        let url = resource.finalURL
         if let range = start.range {
-            var request = engine.policy.request(url, range: range)
-            let ifRange = start.useIfRange
-                ? HTTPFields.ifRangeValue(etag: resource.etag, lastModified: resource.lastModified, date: resource.date) : nil
-            if let ifRange { request.headers.append("If-Range: \(ifRange)") }
-            let sink = SegmentSink(machine: shared, transfer: id, file: file, counters: counter, requested: range,
-                                   total: shared.withLock { $0.table?.size ?? 0 }, url: url,
-                                   etag: resource.etag, lastModified: resource.lastModified, sentIfRange: ifRange != nil)
-            transfers[id] = Task {
-                let result = await transport.perform(request, sink: sink)
-                let (end, error) = TransferOutcome.segment(result, sink: sink)
-                queue.post(.transferEnded(id, end, error, streamLength: 0))
-            }
-        } else {
-            counter.bytes.store(0, ordering: .relaxed)
-            let request = engine.policy.request(url)
-            let sink = StreamSink(machine: shared, transfer: id, file: file, counters: counter, expectedSize: resource.size,
-                                  url: url, maximumSize: options.maximumSize)
-            transfers[id] = Task {
-                let result = await transport.perform(request, sink: sink)
-                let (end, error) = TransferOutcome.stream(result, sink: sink)
-                queue.post(.transferEnded(id, end, error, streamLength: sink.offset))
-            }
+            return SegmentSink(machine: shared, transfer: start.id, file: file!, counters: counter, requested: range,
+                               total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: resource.etag,
+                               lastModified: resource.lastModified, sentIfRange: sentIfRange)
+        }
+        counter.bytes.store(0, ordering: .relaxed)
+        return StreamSink(machine: shared, transfer: start.id, file: file!, counters: counter, expectedSize: resource.size,
+                          url: url, maximumSize: options.maximumSize)
+    }
+
+    private func begin(_ start: DownloadMachine.TransferStart) {
+        var request = engine.policy.request(resource.finalURL, range: start.range)
+        let ifRange = start.range != nil && start.useIfRange
+            ? HTTPFields.ifRangeValue(etag: resource.etag, lastModified: resource.lastModified, date: resource.date) : nil
+        if let ifRange { request.headers.append("If-Range: \(ifRange)") }
+        let sink = makeSink(for: start, sentIfRange: ifRange != nil)
+        let (transport, queue, id) = (engine.transport, queue, start.id)
+        transfers[id] = Task {
+            let result = await transport.perform(request, sink: sink)
+            let (end, error, length) = TransferOutcome.of(result, sink: sink)
+            queue.post(.transferEnded(id, end, error, streamLength: length))
         }
     }
 
@@ -268,22 +267,7 @@ final class DownloadDriver {
     /// sink like any started transfer's.
     private func adopt(_ start: DownloadMachine.TransferStart) async {
         guard let open else { return }
-        beginReporting()
-        let counter = counters[start.connection]
-        counter.set(.receiving)
-        counter.requests.wrappingAdd(1, ordering: .relaxed)
-        connectionOf[start.id] = start.connection
-        let url = resource.finalURL
-        let inner: any TransferSink
-        if let range = start.range {
-            inner = SegmentSink(machine: shared, transfer: start.id, file: file!, counters: counter, requested: range,
-                                total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: resource.etag,
-                                lastModified: resource.lastModified, sentIfRange: false)
-        } else {
-            counter.bytes.store(0, ordering: .relaxed)
-            inner = StreamSink(machine: shared, transfer: start.id, file: file!, counters: counter,
-                               expectedSize: resource.size, url: url, maximumSize: options.maximumSize)
-        }
+        let inner = makeSink(for: start, sentIfRange: false)
         // The held bytes are written on the I/O queue, not on Swift's cooperative pool.
         await io.run { open.sink.attach(inner) }
     }
@@ -296,17 +280,8 @@ final class DownloadDriver {
             let result = await withTaskCancellationHandler { await open.task.value } onCancel: { open.discard() }
             let inner = await open.sink.settled()
             // After the attach: what the sink said of the bytes held before it counts too.
-            let adjusted = open.sink.adjusted(result)
-            switch inner {
-            case let sink as SegmentSink:
-                let (end, error) = TransferOutcome.segment(adjusted, sink: sink)
-                queue.post(.transferEnded(id, end, error, streamLength: 0))
-            case let sink as StreamSink:
-                let (end, error) = TransferOutcome.stream(adjusted, sink: sink)
-                queue.post(.transferEnded(id, end, error, streamLength: sink.offset))
-            default:
-                queue.post(.transferEnded(id, .aborted, nil, streamLength: 0))
-            }
+            let (end, error, length) = TransferOutcome.of(open.sink.adjusted(result), sink: inner)
+            queue.post(.transferEnded(id, end, error, streamLength: length))
         }
     }
 
@@ -411,37 +386,18 @@ final class DownloadDriver {
     // MARK: - Errors and manifests
 
     private func error(of transfer: DownloadMachine.TransferID) -> DownloadError {
-        errors[transfer] ?? DownloadError(.protocolViolation, "\(redactedURL(resource.finalURL)): the response ended before its range did",
-                                          isTransient: true)
+        failures.error(of: transfer, finalURL: redactedURL(resource.finalURL))
     }
 
     private func error(for failure: DownloadMachine.Failure, finalCheckpointFailed: Bool) -> DownloadError {
         let segmented: Bool
         if case .segmented? = mode { segmented = true } else { segmented = false }
         let (written, size) = shared.withLock { ($0.writtenBytes, $0.table?.size ?? 0) }
-        let percent = formatPercent(size > 0 ? Double(written) * 100 / Double(size) : 100)
-        var error: DownloadError
-        switch failure {
-        case .cancelled:
-            if segmented && file?.isNamed == true {
-                return DownloadError(.interrupted, "paused at \(percent)% — run the same command to resume (\(partial.partialPath))")
-            }
-            return DownloadError(.interrupted, "\(url): interrupted")
-        case .transfer(let id, let gaveUpAfter):
-            error = self.error(of: id)
-            if let retries = gaveUpAfter { error = error.givenUp(after: retries) }
-        case .checkpoint(let id):
-            error = checkpointErrors[id] ?? DownloadError(.fileIO, "\(partial.manifestPath): checkpoint failed")
-        case .incomplete:
-            error = DownloadError(.protocolViolation, "\(url): transfers ended with bytes missing")
-        }
-        if finalCheckpointFailed, error.code != .fileIO, let saving = checkpointErrors.max(by: { $0.key < $1.key })?.value {
-            return saving
-        }
-        if segmented && file?.isNamed == true && error.code != .remoteChanged && error.code != .interrupted {
-            error.message += "; \(percent)% kept in \(partial.partialPath), run the same command to resume"
-        }
-        return error
+        let standing = FailureRecord.Standing(url: url, finalURL: redactedURL(resource.finalURL),
+                                              resumable: segmented && file?.isNamed == true,
+                                              percent: formatPercent(size > 0 ? Double(written) * 100 / Double(size) : 100),
+                                              partialPath: partial.partialPath, manifestPath: partial.manifestPath)
+        return failures.error(for: failure, finalCheckpointFailed: finalCheckpointFailed, at: standing)
     }
 
     private func manifestTemplate(size: Int64) -> Manifest {
@@ -450,9 +406,4 @@ final class DownloadDriver {
                  minimumSegmentSize: resumedManifest?.minimumSegmentSize ?? options.minimumSegmentSize,
                  bootID: currentBootID, segments: [])
     }
-}
-
-/// `20` or `1.5`, without Foundation.
-func formatSeconds(_ value: Double) -> String {
-    value == value.rounded() ? String(Int(value)) : String(value)
 }

@@ -177,3 +177,8 @@ func formatPercent(_ value: Double) -> String {
     let tenths = Int((value * 10).rounded(.down))
     return "\(tenths / 10).\(tenths % 10)"
 }
+
+/// `20` or `1.5`, without Foundation.
+func formatSeconds(_ value: Double) -> String {
+    value == value.rounded() ? String(Int(value)) : String(value)
+}

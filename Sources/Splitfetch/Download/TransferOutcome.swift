@@ -8,6 +8,21 @@ import Glibc
 /// the core's ``DownloadMachine/TransferEnd``, with the error that names it for people. Facts
 /// only: what to do about them is the machine's decision.
 enum TransferOutcome {
+    /// How a transfer through `sink` ended, and for a stream the bytes it wrote; without a sink
+    /// (an open body discarded before it was adopted), as stopped.
+    static func of(_ result: TransferResult, sink: (any TransferSink)?) -> (DownloadMachine.TransferEnd, DownloadError?, streamLength: Int64) {
+        switch sink {
+        case let sink as SegmentSink:
+            let (end, error) = segment(result, sink: sink)
+            return (end, error, 0)
+        case let sink as StreamSink:
+            let (end, error) = stream(result, sink: sink)
+            return (end, error, sink.offset)
+        default:
+            return (.aborted, nil, 0)
+        }
+    }
+
     /// A ranged request into a segment.
     static func segment(_ result: TransferResult, sink: SegmentSink) -> (DownloadMachine.TransferEnd, DownloadError?) {
         if result.cancelled { return (.aborted, nil) }
