@@ -196,14 +196,13 @@ struct PartialFile: Sendable {
     func putInPlace(_ file: OutputFile, removingManifest: Bool) throws(DownloadError) {
         defer { file.close() }  // on every path; renaming an open file is fine
         if options.syncBeforeRename { try file.sync() }
-        // Replacing a file takes a rename, and a rename takes a name.
-        if !file.isNamed && options.allowOverwrite { try file.name() }
-        if file.isNamed {
-            try moveIntoPlace()
-            if removingManifest { store.remove() }
-        } else {
-            try file.name(as: destination)
+        if !file.isNamed && !options.allowOverwrite {
+            try file.name(as: destination)  // never replaces a file
+            return
         }
+        if !file.isNamed { try file.name() }  // replacing takes a rename, and a rename a name
+        try moveIntoPlace()
+        if removingManifest { store.remove() }
     }
 
     /// Renames the partial file to the destination; without overwrite, never replaces a file that
