@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-http-structured-headers", from: "1.7.0"),
     ],
     targets: [
         // libcurl, linked; typed wrappers for its variadic calls.
@@ -29,11 +30,16 @@ let package = Package(
         // Test support: drives the pure core on a virtual clock with simulated servers.
         .target(name: "DownloadSimulation", dependencies: ["SegmentPlanning"], swiftSettings: strict),
         .target(name: "CShims"),
+        // OpenSSL's libcrypto, which libcurl4-openssl loads anyway: SHA-256/512, SHA-1, MD5.
+        .systemLibrary(name: "COpenSSLCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(
             name: "Splitfetch",
             dependencies: [
                 "CCurl",
                 "CShims",
+                "COpenSSLCrypto",
+                // RFC 8941 structured fields (Repr-Digest, Content-Digest), without Foundation.
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
                 "SegmentPlanning",
                 .product(name: "SystemPackage", package: "swift-system"),
                 // pthread-based locks: visible to ThreadSanitizer, unlike Synchronization.Mutex's futex.

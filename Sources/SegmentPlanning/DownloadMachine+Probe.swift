@@ -43,7 +43,11 @@ extension DownloadMachine {
         // The rest: full shares for the other connections, the last and shorter one for the
         // probe's connection once its range is in (Planner.plan(after:size:...)).
         let plan: [ByteRange]
-        if let first {
+        if answer.inOrder {
+            let start = first?.upperBound ?? 0
+            plan = (first.map { [$0] } ?? []) + Planner.plan(inOrderFrom: start, size: size, connections: configuration.connections,
+                                                             minimumSegmentSize: configuration.minimumSegmentSize)
+        } else if let first {
             plan = [first] + Planner.plan(after: first.upperBound, size: size, connections: configuration.connections,
                                           minimumSegmentSize: configuration.minimumSegmentSize)
         } else {

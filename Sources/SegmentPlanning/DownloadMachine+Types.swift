@@ -39,8 +39,11 @@ extension DownloadMachine {
         /// The URL redirected: the file is fetched from where the redirect pointed, which may
         /// expire (a signed URL) and be resolved again from the URL given.
         public var redirected: Bool
+        /// The file is hashed as it arrives: plan pieces fetched in order (``Planner/plan(inOrderFrom:size:connections:minimumSegmentSize:alignment:)``).
+        public var inOrder: Bool
 
-        public init(size: Int64?, acceptsRanges: Bool, openBody: OpenBody? = nil, redirected: Bool = false) {
+        public init(size: Int64?, acceptsRanges: Bool, openBody: OpenBody? = nil, redirected: Bool = false, inOrder: Bool = false) {
+            self.inOrder = inOrder
             self.size = size
             self.acceptsRanges = acceptsRanges
             self.openBody = openBody

@@ -129,6 +129,8 @@ public struct DownloadMachine: Sendable {
     public var connectionCount: Int { slots.count }
     /// Bytes on disk (segmented mode).
     public var writtenBytes: Int64 { table?.writtenBytes ?? 0 }
+    /// The lowest unwritten byte of a segmented download: `[0, contiguousPrefix)` is written.
+    public var contiguousPrefix: Int64 { table?.contiguousPrefix ?? 0 }
     /// Transfers in flight.
     public var transfersInFlight: Int { transfers.count }
     /// The transfer the probe's open body became, until it is announced with ``Action/adopt(_:)``.

@@ -59,6 +59,35 @@ public enum Planner {
         return cut(from: first, to: size, chunk: share, minimumSegmentSize: minimumSegmentSize)
     }
 
+    /// Plans `[start, size)` as pieces fetched in order, for a download whose bytes are hashed
+    /// as they arrive: a hasher can only follow the lowest unwritten byte, so the bytes after it
+    /// that are written early wait to be hashed. With one range per connection, every range ends
+    /// together and all but the first wait for the last byte; with pieces taken lowest first,
+    /// at most about one piece per connection waits.
+    ///
+    /// The piece is an eighth of a connection's even share, between the minimum segment size and
+    /// 16 MiB, aligned: eight requests per connection at most, and at most 16 MiB per connection
+    /// left to hash after the last byte.
+    ///
+    /// - Returns: ranges covering `[start, size)` in ascending order; empty when `start >= size`.
+    public static func plan(
+        inOrderFrom start: Int64,
+        size: Int64,
+        connections: Int,
+        minimumSegmentSize: Int64,
+        alignment: Int64 = defaultAlignment
+    ) -> [ByteRange] {
+        precondition(start >= 0 && size >= 0 && connections >= 1 && minimumSegmentSize >= 1 && alignment >= 1)
+        guard start < size else { return [] }
+        let eighth = size / (Int64(connections) * 8)
+        let aligned = ((eighth + alignment - 1) / alignment) * alignment
+        let piece = max(minimumSegmentSize, min(aligned, maximumInOrderPiece))
+        return cut(from: start, to: size, chunk: piece, minimumSegmentSize: minimumSegmentSize)
+    }
+
+    /// The largest piece of an in-order plan.
+    public static let maximumInOrderPiece: Int64 = 16 << 20
+
     /// The length of every range but the last in an even plan of `size` bytes: the even share
     /// rounded up to the alignment, at least the minimum (all of it when one range is planned).
     private static func share(size: Int64, connections: Int, minimumSegmentSize: Int64, alignment: Int64) -> Int64 {

@@ -88,6 +88,11 @@ public struct SegmentTable: Sendable {
     public var policy: SplitPolicy
     /// How many splits have been made.
     public private(set) var splitCount = 0
+    /// The lowest unwritten byte: `[0, contiguousPrefix)` is on disk, with no gap. A hasher
+    /// follows it; it only ever grows.
+    public private(set) var contiguousPrefix: Int64 = 0
+    /// The segment holding ``contiguousPrefix`` (when the prefix is not at the end).
+    private var prefixSegment = 0
 
     /// Creates a table for a fresh download from a plan.
     ///
@@ -109,6 +114,21 @@ public struct SegmentTable: Sendable {
                            written: item.written, claimed: item.written, owner: nil)
         }
         precondition(invariantViolation() == nil, invariantViolation() ?? "")
+        advancePrefix()
+    }
+
+    /// Moves ``contiguousPrefix`` over every byte written from it on, across segment ends.
+    /// A scan of the segments only when one is complete: one comparison per commit otherwise.
+    private mutating func advancePrefix() {
+        while contiguousPrefix < size {
+            if !(segments[prefixSegment].start <= contiguousPrefix && contiguousPrefix < segments[prefixSegment].end) {
+                guard let index = segments.firstIndex(where: { $0.start <= contiguousPrefix && contiguousPrefix < $0.end }) else { return }
+                prefixSegment = index
+            }
+            let segment = segments[prefixSegment]
+            contiguousPrefix = max(contiguousPrefix, segment.written)
+            if segment.written < segment.end { return }
+        }
     }
 
     // MARK: - Queries
@@ -249,6 +269,7 @@ public struct SegmentTable: Sendable {
 
         let newRange = ByteRange(point, victim.end)
         segments[victim.id].end = point
+        if victim.id == prefixSegment { advancePrefix() }
         let id = segments.count
         segments.append(Segment(id: id, start: newRange.lowerBound, end: newRange.upperBound,
                                 written: newRange.lowerBound, claimed: newRange.lowerBound, owner: nil))
@@ -282,6 +303,7 @@ public struct SegmentTable: Sendable {
         precondition(offset >= segments[segment].written && offset <= segments[segment].claimed)
         if let now, offset > segments[segment].written { segments[segment].lastProgressAt = now }
         segments[segment].written = offset
+        if segment == prefixSegment || offset == segments[segment].end { advancePrefix() }
     }
 
     /// Gives back claimed but unwritten bytes (a failed write).

@@ -17,7 +17,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
     public struct Code: Hashable, Sendable, Codable, CustomStringConvertible {
         private enum Base: String, Codable {
             case usage, network, http, protocolViolation, fileIO, interrupted, outputExists, resumeConflict,
-                 badManifest, remoteChanged, sizeLimit, proxy
+                 badManifest, remoteChanged, sizeLimit, proxy, integrity
         }
 
         private let base: Base
@@ -51,6 +51,9 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
         /// The proxy refused the request: it wants credentials (407) or would not connect. Over
         /// `http` and `https` alike; the message names the proxy, not the origin.
         public static let proxy = Code(.proxy)
+        /// Every byte arrived, but the file's digest is not the one expected (given by the caller
+        /// or stated by the server). Nothing is put under the final name; the data is discarded.
+        public static let integrity = Code(.integrity)
 
         /// A stable name: `usage`, `network`, `http`, …
         public var description: String { base.rawValue }

@@ -51,6 +51,20 @@ public struct DownloadOptions: Sendable {
     /// Discard a partial file and manifest left by an earlier run and start over. Default `false`.
     public var restart: Bool = false
 
+    // MARK: Integrity
+
+    /// Digests the finished file must have (`--checksum`, a checksum list). They are checked as
+    /// the file downloads; a mismatch fails the download with ``DownloadError/Code/integrity``
+    /// and nothing goes under the final name. They win over the server's digests. Default none.
+    public var expectedDigests: [ExpectedDigest] = []
+    /// Check the file against a digest the server states (`Repr-Digest`, `Content-Digest`,
+    /// `Digest`, `x-amz-checksum-*`, `x-goog-hash`) when the caller gave none; the probe asks for
+    /// one with `Want-Repr-Digest`. Default `true`.
+    public var useServerDigests: Bool = true
+    /// Digests to compute and report in ``DownloadStatistics/digests`` whether or not anything is
+    /// checked (`--hash`). Default none.
+    public var reportedDigests: [DigestAlgorithm] = []
+
     // MARK: Safety
 
     /// User name and password for HTTP authentication, sent only to the origin (scheme, host,
@@ -99,6 +113,7 @@ public struct DownloadOptions: Sendable {
         }
         if userAgent.contains("\r") || userAgent.contains("\n") { throw bad("user agent contains a line break") }
         if let maximumSize, maximumSize < 0 { throw bad("maximum size must not be negative") }
+        _ = try DigestPlan(given: expectedDigests, server: [], reported: reportedDigests)  // digests given that disagree
     }
 }
 

@@ -66,9 +66,9 @@ public func safeFileName(_ name: String) -> String? {
     return cleaned
 }
 
-extension String {
+extension StringProtocol {
     func trimmingSpaces() -> String {
-        var s = Substring(self)
+        var s = self[...]
         while let c = s.first, c == " " || c == "\t" { s.removeFirst() }
         while let c = s.last, c == " " || c == "\t" { s.removeLast() }
         return String(s)

@@ -213,6 +213,9 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         headers.add(name: "Content-Type", value: fault == "multipart" ? "multipart/byteranges; boundary=X" : "application/octet-stream")
         if fault == "gzip" { headers.add(name: "Content-Encoding", value: "gzip") }
         if let disposition = q["cd"] { headers.add(name: "Content-Disposition", value: percentDecode(disposition)) }
+        for (name, value) in DigestHeaders.fields(query: q, content: content, range: range, status: status, cache: counters.digests) {
+            headers.add(name: name, value: value)
+        }
         var closeAfter = !keepAlive
         var chunked = false
         let extra: Int64 = fault == "long" ? 1000 : 0
@@ -253,6 +256,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         let faultBytes = q["faultbytes"].flatMap { Int64($0) } ?? (64 * 1024)
         var plan = SendPlan(content: content, from: range.lowerBound, to: range.upperBound, rate: rate, close: closeAfter)
         plan.extraBytes = extra
+        plan.corrupt = q["corrupt"].flatMap { Int64($0) }
         switch fault {
         case "reset": plan.stopAfter = (faultBytes, .close)
         case "stall": plan.stopAfter = (faultBytes, .stall)
@@ -275,6 +279,8 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var extraBytes: Int64 = 0
         /// After this many body bytes: drop the connection, or go silent with it open.
         var stopAfter: (Int64, Stop)?
+        /// The file offset of a byte sent flipped (`corrupt=`).
+        var corrupt: Int64?
     }
 
     private func finish(context: ChannelHandlerContext, close: Bool) {
@@ -328,6 +334,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             let fromContent = Int(max(0, min(Int64(n), plan.to - position)))
             if fromContent > 0 {
                 plan.content.fill(UnsafeMutableRawBufferPointer(rebasing: raw[0..<fromContent]), from: position)
+                if let bad = plan.corrupt, bad >= position, bad < position + Int64(fromContent) { raw[Int(bad - position)] ^= 0xFF }
             }
             for i in fromContent..<n { raw[i] = 0x5A }  // garbage past the range
             return n

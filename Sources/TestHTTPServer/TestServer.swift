@@ -96,6 +96,8 @@ public final class TestServer: Sendable {
         let allRequests = NIOLockedValueBox<[String: Int]>([:])
         /// Responses whose body is being sent right now.
         let inflight = Atomic<Int>(0)
+        /// Whole-file digests for `digest=` and `addheader=`.
+        let digests = DigestCache()
     }
 
     /// A request as the server received it.

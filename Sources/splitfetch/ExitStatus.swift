@@ -15,6 +15,7 @@ enum ExitStatus: Int32, CaseIterable {
     case remoteChanged = 10
     case sizeLimit = 11
     case proxy = 12
+    case integrity = 13
     case interrupted = 130
 
     init(_ code: DownloadError.Code) {
@@ -31,6 +32,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .remoteChanged: self = .remoteChanged
         case .sizeLimit: self = .sizeLimit
         case .proxy: self = .proxy
+        case .integrity: self = .integrity
         default: self = .failure  // a code newer than this table
         }
     }
@@ -62,6 +64,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .remoteChanged: "the file changed on the server since the download began (see --restart)"
         case .sizeLimit: "the file is larger than --max-size"
         case .proxy: "the proxy wants credentials (407) or refused the request"
+        case .integrity: "the file's digest is not the expected one; nothing is kept (see --checksum)"
         case .interrupted: "interrupted by SIGINT or SIGTERM; run the same command to resume"
         }
     }

@@ -39,6 +39,9 @@ struct ProgressRenderer {
         case .connectionsReduced(let remaining, let reason):
             clearBar()
             writeLine("server busy (\(reason)); continuing with \(remaining) connection\(remaining == 1 ? "" : "s")")
+        case .warning(let text):
+            clearBar()
+            writeLine("warning: \(text)")
         case .finished:
             clearBar()
         }

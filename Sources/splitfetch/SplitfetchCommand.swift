@@ -32,6 +32,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
     @OptionGroup(title: "Output") var output: OutputOptions
     @OptionGroup(title: "Transfer") var transfer: TransferOptions
     @OptionGroup(title: "Security") var security: SecurityOptions
+    @OptionGroup(title: "Integrity") var integrity: IntegrityOptions
 
     var urls: [String] { input.urls }
     /// The single URL of a one-file run.
@@ -55,7 +56,13 @@ struct SplitfetchCommand: AsyncParsableCommand {
         }
         if let name = output.output, name.isEmpty { throw ValidationError("--output must not be empty") }
         if let user = security.user, !user.contains(":") { throw ValidationError("--user must be USER:PASSWORD") }
-        do { try makeOptions().validate() } catch { throw ValidationError(error.message) }
+        if !integrity.checksums.isEmpty && (urls.count > 1 || input.inputFile != nil) {
+            throw ValidationError("--checksum is for one file; with several URLs use --checksum-file")
+        }
+        var options = makeOptions()
+        options.expectedDigests = try integrity.givenDigests()
+        options.reportedDigests = try integrity.reportedAlgorithms()
+        do { try options.validate() } catch { throw ValidationError(error.message) }
     }
 
     /// The destination path from `-o`, `-d` and the URL.
@@ -90,7 +97,28 @@ struct SplitfetchCommand: AsyncParsableCommand {
         options.allowHTTPSDowngrade = security.allowHTTPSDowngrade
         options.useContentDisposition = output.contentDisposition && output.output == nil
         options.maximumSize = output.maxSize?.bytes
+        options.useServerDigests = !integrity.noServerDigest
+        options.expectedDigests = (try? integrity.givenDigests()) ?? []  // checked in validate()
+        options.reportedDigests = (try? integrity.reportedAlgorithms()) ?? []
         return options
+    }
+
+    /// The checksum list of `--checksum-file`, loaded once; `nil` without one.
+    func loadChecksumList(options: DownloadOptions) async throws(DownloadError) -> ChecksumList? {
+        guard let source = integrity.checksumFile else { return nil }
+        return try await ChecksumList.load(source, options: options)
+    }
+
+    /// The digests of the list's entry for a file: named like the output, or else like the URL's
+    /// file. A list without an entry for it is an error: the user asked for a check.
+    func expected(from list: ChecksumList?, path: String, url: String) throws(DownloadError) -> [ExpectedDigest] {
+        guard let list, let source = integrity.checksumFile else { return [] }
+        let names = [String(path.split(separator: "/").last ?? Substring(path)), defaultFileName(forURL: url)]
+        let found = list.expected(for: names, from: redactedURL(source))
+        if found.isEmpty {
+            throw DownloadError(.usage, "\(redactedURL(source)) has no checksum for \(names[0])")
+        }
+        return found
     }
 
     /// Parses the command line, with the exit statuses in the table: 0 for `--help` and
@@ -157,8 +185,13 @@ struct SplitfetchCommand: AsyncParsableCommand {
     func execute() async -> ExitStatus {
         if urls.count > 1 || input.inputFile != nil { return await executeMany() }
         let path = destination()
-        let options = makeOptions()
-        do { try options.validate() } catch { return fail(.usage, error.message) }
+        var options = makeOptions()
+        do throws(DownloadError) {
+            options.expectedDigests += try expected(from: try await loadChecksumList(options: options), path: path, url: url)
+            try options.validate()
+        } catch {
+            return fail(error.code == .usage ? .usage : ExitStatus(error.code), error.message)
+        }
 
         if security.insecure {
             writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified; "
@@ -185,6 +218,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
                 writeRaw("\(statistics.path): \(ByteCount.format(Double(statistics.size))) in \(ByteCount.fixed(statistics.seconds, 2)) s, "
                     + "\(ByteCount.format(statistics.averageBytesPerSecond))/s, \(statistics.connectionCount) connection"
                     + "\(statistics.connectionCount == 1 ? "" : "s"), \(statistics.requests) requests, \(statistics.retries) retries\n")
+                writeDigests(statistics)
             }
             if let statsJson = output.statsJson {
                 do { try writeStatistics(statistics, to: statsJson) } catch {
@@ -223,6 +257,10 @@ struct SplitfetchCommand: AsyncParsableCommand {
         guard !list.isEmpty else { return fail(.usage, "no URLs to download") }
         let options = makeOptions()
         do { try options.validate() } catch { return fail(.usage, error.message) }
+        let checksums: ChecksumList?
+        do { checksums = try await loadChecksumList(options: options) } catch {
+            return fail(error.code == .usage ? .usage : ExitStatus(error.code), error.message)
+        }
         if security.insecure { writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified\n") }
         let jobs = input.jobs
         let directory = output.directory
@@ -250,7 +288,18 @@ struct SplitfetchCommand: AsyncParsableCommand {
                     next += 1
                     let name = defaultFileName(forURL: url)
                     let path = directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
-                    let download = Download(url, to: FilePath(path), options: options, session: session)
+                    var fileOptions = options
+                    let expected: Result<[ExpectedDigest], DownloadError>
+                    do throws(DownloadError) { expected = .success(try self.expected(from: checksums, path: path, url: url)) } catch {
+                        expected = .failure(error)
+                    }
+                    fileOptions.expectedDigests = (try? expected.get()) ?? []
+                    let download = Download(url, to: FilePath(path), options: fileOptions, session: session)
+                    if case .failure(let error) = expected {
+                        group.addTask { .transferred }
+                        group.addTask { .finished(index, url, .failure(error)) }
+                        return
+                    }
                     group.addTask {
                         await download.transferred()
                         return .transferred
@@ -273,6 +322,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
                     switch result {
                     case .success(let s) where !quiet:
                         writeRaw("\(s.path): \(ByteCount.format(Double(s.size))) in \(ByteCount.fixed(s.seconds, 2)) s\n")
+                        writeDigests(s)
                     case .failure(let e):
                         writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n")
                     default:
@@ -309,6 +359,15 @@ struct SplitfetchCommand: AsyncParsableCommand {
             if case .failure(let e) = result { return e.code == .interrupted ? .interrupted : ExitStatus(e.code) }
         }
         return results.count == list.count ? .success : .interrupted
+    }
+
+    /// One line per digest: `sha-256 9f86…  NAME (matches the checksum given)`.
+    private func writeDigests(_ statistics: DownloadStatistics) {
+        for digest in statistics.digests {
+            let checked = statistics.verified.filter { $0.digest == digest }.map(\.source.description)
+            let note = checked.isEmpty ? "" : " (matches \(checked.joined(separator: ", ")))"
+            writeRaw("\(digest.algorithm.rawValue) \(digest.hex)  \(statistics.path)\(note)\n")
+        }
     }
 
     private func fail(_ status: ExitStatus, _ message: String) -> ExitStatus {

@@ -48,6 +48,10 @@ final class DownloadDriver {
     private var ticker: Task<Void, Never>?
     private var resumedBytes: Int64 = 0
     private var streamLength: Int64 = 0
+    /// What is hashed and checked; decided once the probe has answered.
+    private var digestPlan = DigestPlan()
+    /// Follows the written prefix when the plan hashes anything.
+    private var hasher: PrefixHasher?
 
     init(engine: Engine, partial: PartialFile, io: IOQueue, machine: DownloadMachine, resource: RemoteResource,
          existing: PartialFile.Existing?, open: OpenProbe?, since: ContinuousClock.Instant) {
@@ -77,15 +81,20 @@ final class DownloadDriver {
             timer?.task.cancel()
             ticker?.cancel()
             resolution?.cancel()
+            hasher?.stop()
             // Never expected: the machine ends only after every transfer did. Should an error
             // escape early, no transfer may outlive the file it writes to.
             for task in transfers.values { task.cancel() }
         }
         let queue = self.queue
+        digestPlan = try DigestPlan(given: options.expectedDigests, server: options.useServerDigests ? resource.digests : [],
+                                    reported: options.reportedDigests)
+        for warning in digestPlan.warnings { engine.emit(.warning(warning)) }
         let answer = DownloadMachine.ProbeAnswer(size: resource.size, acceptsRanges: resource.acceptsRanges, openBody: open?.body,
-                                                 redirected: resource.finalURL != engine.policy.url)
+                                                 redirected: resource.finalURL != engine.policy.url, inOrder: digestPlan.hashes)
         let now = shared.now()
         var pending = shared.withLock { $0.probed(answer, now: now) }
+        if file != nil { try startHasher() }  // resumed: the file is open already
         if let open {
             if let id = shared.withLock({ $0.openBodyTransfer }) { watch(open, as: id) } else { open.discard() }
         }
@@ -212,8 +221,16 @@ final class DownloadDriver {
             }
             return file
         }
+        try startHasher()
         let now = shared.now()
         return shared.withLock { $0.prepared(now: now) }
+    }
+
+    /// Starts the hasher on the open file when the plan hashes anything; it begins with what is
+    /// written already (a resumed download's contiguous prefix).
+    private func startHasher() throws(DownloadError) {
+        guard digestPlan.hashes, let file else { return }
+        hasher = try PrefixHasher(file: file, algorithms: digestPlan.algorithms, written: shared.withLock { $0.contiguousPrefix })
     }
 
     /// The first transfer emits `.started` and starts the progress ticker.
@@ -242,11 +259,11 @@ final class DownloadDriver {
         if let range = start.range {
             return SegmentSink(machine: shared, transfer: start.id, file: file!, counters: counter, requested: range,
                                total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: resource.etag,
-                               lastModified: resource.lastModified, sentIfRange: sentIfRange)
+                               lastModified: resource.lastModified, sentIfRange: sentIfRange, hasher: hasher)
         }
         counter.bytes.store(0, ordering: .relaxed)
         return StreamSink(machine: shared, transfer: start.id, file: file!, counters: counter, expectedSize: resource.size,
-                          url: url, maximumSize: options.maximumSize)
+                          url: url, maximumSize: options.maximumSize, hasher: hasher)
     }
 
     private func begin(_ start: DownloadMachine.TransferStart) {
@@ -331,6 +348,8 @@ final class DownloadDriver {
         ticker?.cancel()
         ticker = nil
         counters = []
+        hasher?.stop()
+        hasher = nil
         let (partial, old) = (self.partial, file)
         old?.close()
         file = nil
@@ -338,7 +357,8 @@ final class DownloadDriver {
         let confirmed = try await Probe(transport: engine.transport, policy: engine.policy).run(rangeOnly: true)
         engine.emit(.probed(confirmed.redacted))
         resource = confirmed
-        let (answer, now) = (DownloadMachine.ProbeAnswer(size: confirmed.size, acceptsRanges: confirmed.acceptsRanges), shared.now())
+        let (answer, now) = (DownloadMachine.ProbeAnswer(size: confirmed.size, acceptsRanges: confirmed.acceptsRanges,
+                                                         inOrder: digestPlan.hashes), shared.now())
         return shared.withLock { $0.probed(answer, now: now) }
     }
 
@@ -356,6 +376,12 @@ final class DownloadDriver {
         case .stream(let size)?: (segmented, unknownSize) = (false, size == nil)
         case nil: (segmented, unknownSize) = (false, false)
         }
+        let size: Int64
+        switch mode {
+        case .segmented(let s)?: size = s
+        default: size = resource.size ?? length
+        }
+        let digests = try await checkDigests(size: size)
         do {
             try await io.run { () throws(DownloadError) in
                 if unknownSize {
@@ -373,14 +399,32 @@ final class DownloadDriver {
         // The rename lasts once the directory is synced: by a sync that starts now, perhaps shared
         // with other downloads' renames.
         await DirectorySync.shared.sync(partial.store.directory)
-        let size: Int64
-        switch mode {
-        case .segmented(let s)?: size = s
-        default: size = resource.size ?? length
-        }
         let splits = shared.withLock { $0.splitCount }
         return engine.statistics(resource: resource, mode: segmented ? .segmented : .single, size: size, counters: counters,
-                                 splits: splits, resumed: resumedBytes, since: since)
+                                 splits: splits, resumed: resumedBytes, since: since, digests: digests, verified: digestPlan.checks)
+    }
+
+    /// Waits for the hasher's last bytes and checks its digests against the plan's. A mismatch
+    /// discards the file and its manifest: the wrong bytes cannot be told from the right ones,
+    /// so resuming would keep them; the next run downloads the file afresh.
+    ///
+    /// - Returns: the digests computed (none when nothing is hashed).
+    private func checkDigests(size: Int64) async throws(DownloadError) -> [Digest] {
+        guard let hasher, let file else { return [] }
+        let mismatch: DownloadError
+        switch await hasher.finish(at: size) {
+        case .success(let digests):
+            guard let error = digestPlan.mismatch(digests, url: url) else { return digests }
+            mismatch = error
+        case .failure(let error):
+            // The bytes could not be read back: they may be right, so they stay for a resume.
+            file.close()
+            throw error
+        }
+        file.close()
+        let partial = self.partial
+        await io.run { partial.removeOwnData(of: file) }
+        throw mismatch
     }
 
     // MARK: - Errors and manifests
@@ -404,6 +448,7 @@ final class DownloadDriver {
         Manifest(url: url, finalURL: redactedURL(resource.finalURL), size: size, etag: resource.etag,
                  lastModified: resource.lastModified,
                  minimumSegmentSize: resumedManifest?.minimumSegmentSize ?? options.minimumSegmentSize,
-                 bootID: currentBootID, segments: [])
+                 bootID: currentBootID, segments: [],
+                 serverDigest: DigestPlan.serverDigest(of: resource.digests)?.digest ?? resumedManifest?.serverDigest)
     }
 }

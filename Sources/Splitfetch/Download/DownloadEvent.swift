@@ -12,6 +12,9 @@ public enum DownloadEvent: Sendable {
     case retrying(connection: Int, error: DownloadError, delay: Duration)
     /// The server refused more connections (503 or 429); the download goes on with fewer.
     case connectionsReduced(to: Int, reason: String)
+    /// Something the caller should know that does not stop the download: a server digest that
+    /// disagrees with the one given, say.
+    case warning(String)
     /// The download completed; the file is under its final name.
     case finished(DownloadStatistics)
 }
@@ -116,6 +119,11 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
     public var bytesReceived: Int64
     /// Bytes already on disk from an earlier run when this one started.
     public var resumedBytes: Int64
+    /// The finished file's digests: those checked and those asked for
+    /// (``DownloadOptions/reportedDigests``). Empty when nothing was hashed.
+    public var digests: [Digest] = []
+    /// The expected digests the file matched, with where each came from.
+    public var verified: [ExpectedDigest] = []
 
     /// Wall time from start to the file under its final name.
     public var duration: Duration { .seconds(seconds) }

@@ -147,10 +147,11 @@ struct Engine: Sendable {
 
     /// The statistics of a finished download; emits ``DownloadEvent/finished(_:)``.
     func statistics(resource: RemoteResource, mode: DownloadStatistics.Mode, size: Int64, counters: [WorkerCounters],
-                    splits: Int, resumed: Int64, since start: ContinuousClock.Instant) -> DownloadStatistics {
+                    splits: Int, resumed: Int64, since start: ContinuousClock.Instant, digests: [Digest] = [],
+                    verified: [ExpectedDigest] = []) -> DownloadStatistics {
         let seconds = (ContinuousClock.now - start).seconds
         let connectionStats = counters.map(\.statistics)
-        let statistics = DownloadStatistics(
+        var statistics = DownloadStatistics(
             url: redactedURL(url), finalURL: redactedURL(resource.finalURL), path: destination, mode: mode,
             size: size, seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(size - resumed) / seconds : 0,
             connectionCount: counters.count, connections: connectionStats,
@@ -159,6 +160,8 @@ struct Engine: Sendable {
             splits: splits,
             bytesReceived: counters.reduce(0) { $0 + $1.received.load(ordering: .relaxed) },
             resumedBytes: resumed)
+        statistics.digests = digests
+        statistics.verified = verified
         emit(.finished(statistics))
         return statistics
     }

@@ -133,6 +133,11 @@ struct PartialFile: Sendable {
                 "\(url): \(changed) (Last-Modified \(old) is now \(new)); start over to download the new file",
                 remedy: .restart)
         }
+        if let old = manifest.serverDigest,
+           let new = resource.digests.first(where: { $0.digest.algorithm == old.algorithm })?.digest, old != new {
+            throw DownloadError(.remoteChanged, "\(url): \(changed) (its \(old.algorithm.rawValue) was \(old.hex), now \(new.hex)); start over to download the new file",
+                                remedy: .restart)
+        }
         if !resource.acceptsRanges {
             throw DownloadError(.resumeConflict, "\(url): the server no longer accepts ranges; start over to download it whole",
                                 remedy: .restart)

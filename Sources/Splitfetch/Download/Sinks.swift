@@ -18,6 +18,7 @@ final class SegmentSink: TransferSink, Sendable {
     let etag: String?
     let lastModified: String?
     let sentIfRange: Bool
+    let hasher: PrefixHasher?
     private let written: Atomic<Int64>
     /// Where the accepted response's body ends (exclusive); 0 until a response is accepted.
     private let acceptedThrough = Atomic<Int64>(0)
@@ -30,7 +31,9 @@ final class SegmentSink: TransferSink, Sendable {
     var expectedEnd: Int64 { accepted ? acceptedThrough.load(ordering: .relaxed) : requested.upperBound }
 
     init(machine: SharedMachine, transfer: DownloadMachine.TransferID, file: OutputFile, counters: WorkerCounters,
-         requested: ByteRange, total: Int64, url: String, etag: String?, lastModified: String?, sentIfRange: Bool) {
+         requested: ByteRange, total: Int64, url: String, etag: String?, lastModified: String?, sentIfRange: Bool,
+         hasher: PrefixHasher? = nil) {
+        self.hasher = hasher
         self.etag = etag
         self.lastModified = lastModified
         self.sentIfRange = sentIfRange
@@ -83,7 +86,11 @@ final class SegmentSink: TransferSink, Sendable {
             // next checkpoint's) finds them on their way. A small file is one segment.
             if through == end { file.startWriteback(ByteRange(requested.lowerBound, end)) }
             let now = machine.now()
-            machine.withLock { $0.commit(id, through: through, now: now) }
+            if let hasher {
+                hasher.advance(to: machine.withLock { $0.commit(id, through: through, now: now); return $0.contiguousPrefix })
+            } else {
+                machine.withLock { $0.commit(id, through: through, now: now) }
+            }
             counters.bytes.wrappingAdd(allowed, ordering: .relaxed)
         }
         return allowed < Int64(body.count) ? .stop : .proceed
@@ -101,6 +108,7 @@ final class StreamSink: TransferSink, Sendable {
     let expectedSize: Int64?
     let url: String
     let maximumSize: Int64?
+    let hasher: PrefixHasher?
     private let written = Atomic<Int64>(0)
     private let validated = Atomic<Bool>(false)
 
@@ -108,7 +116,8 @@ final class StreamSink: TransferSink, Sendable {
     var offset: Int64 { written.load(ordering: .relaxed) }
 
     init(machine: SharedMachine, transfer: DownloadMachine.TransferID, file: OutputFile, counters: WorkerCounters,
-         expectedSize: Int64?, url: String, maximumSize: Int64?) {
+         expectedSize: Int64?, url: String, maximumSize: Int64?, hasher: PrefixHasher? = nil) {
+        self.hasher = hasher
         self.machine = machine
         self.transfer = transfer
         self.maximumSize = maximumSize
@@ -167,6 +176,7 @@ final class StreamSink: TransferSink, Sendable {
         counters.bytes.wrappingAdd(count, ordering: .relaxed)
         let (id, now) = (transfer, machine.now())
         machine.withLock { $0.commit(id, through: through, now: now) }  // progress, for the stall deadline
+        hasher?.advance(to: through)
         return .proceed
     }
 }

@@ -26,6 +26,7 @@ struct Probe {
         while true {
             var request = policy.request(current, method: method, range: range)
             request.totalTimeout = options.probeTimeout.seconds
+            if options.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
             let result = await transport.perform(request, sink: sink)
             if result.cancelled { throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))") }
             guard let next = try nextHop(after: result, from: current, of: url, visited: &visited, hops: &hops) else {
@@ -128,7 +129,8 @@ struct Probe {
         var visited: Set<String> = [url]
         var hops = 0
         while true {
-            let request = policy.request(current, method: .get, range: range)
+            var request = policy.request(current, method: .get, range: range)
+            if options.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
             // A 206 brings at most the range; a 200 brings the whole file while the partial file is
             // created (milliseconds): beyond 8 MiB held, the stream is asked for again.
             let sink = OpenBodySink(limit: Int(max(min(range.count, 64 << 20), 8 << 20)))
@@ -205,7 +207,16 @@ struct Probe {
         RemoteResource(url: policy.url, finalURL: finalURL, size: size, acceptsRanges: ranges,
                        etag: head.first("etag"), lastModified: head.first("last-modified"),
                        contentType: head.first("content-type"), contentDisposition: head.first("content-disposition"),
-                       probeMethod: method, date: head.first("date"))
+                       probeMethod: method, date: head.first("date"),
+                       digests: options.useServerDigests ? DigestFields.digests(in: head, wholeBody: Self.isWholeBody(head)) : [])
+    }
+
+    /// Whether a response is (or, to a `HEAD`, describes) the whole file as stored: a `200`
+    /// without a content coding. Only then is its `Content-Digest` the file's.
+    static func isWholeBody(_ head: ResponseHead) -> Bool {
+        guard head.status == 200 else { return false }
+        guard let encoding = head.first("content-encoding") else { return true }
+        return encoding.trimmingSpaces().lowercased() == "identity"
     }
 }
 

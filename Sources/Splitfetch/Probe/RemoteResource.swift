@@ -20,6 +20,9 @@ public struct RemoteResource: Sendable, Equatable, Codable {
     public var probeMethod: String
     /// The response's `Date`, if any: it tells whether `Last-Modified` is a strong validator.
     public var date: String?
+    /// The digests of the whole file that the server stated (RFC 9530 `Repr-Digest`, a whole
+    /// body's `Content-Digest`, RFC 3230 `Digest`, `x-amz-checksum-*`, `x-goog-hash`).
+    public var digests: [ExpectedDigest] = []
 
     /// This resource as the caller may see it: URLs without credentials or query secrets.
     var redacted: RemoteResource {
@@ -43,7 +46,8 @@ public struct RemoteResource: Sendable, Equatable, Codable {
 
     public init(url: String, finalURL: String, size: Int64?, acceptsRanges: Bool, etag: String?, lastModified: String?,
                 contentType: String?, contentDisposition: String?, probeMethod: String,
-                date: String? = nil) {
+                date: String? = nil, digests: [ExpectedDigest] = []) {
+        self.digests = digests
         self.url = url
         self.finalURL = finalURL
         self.size = size

@@ -102,12 +102,13 @@ enum FileSystem {
         try retryingInterrupts { Glibc.link(source, target) }
     }
 
-    /// The whole of the file at `path`, not following a symbolic link; `nil` when there is none.
-    /// Throws `EFBIG` when it is larger than `limit` bytes.
-    static func readAll(_ path: String, limit: Int) throws(Errno) -> [UInt8]? {
+    /// The whole of the file at `path`, not following a symbolic link unless `followingLinks`;
+    /// `nil` when there is none. Throws `EFBIG` when it is larger than `limit` bytes.
+    static func readAll(_ path: String, limit: Int, followingLinks: Bool = false) throws(Errno) -> [UInt8]? {
         let fd: FileDescriptor
         do {
-            fd = try system { try FileDescriptor.open(FilePath(path), .readOnly, options: [.noFollow, .closeOnExec]) }
+            let options: FileDescriptor.OpenOptions = followingLinks ? [.closeOnExec] : [.noFollow, .closeOnExec]
+            fd = try system { try FileDescriptor.open(FilePath(path), .readOnly, options: options) }
         } catch .noSuchFileOrDirectory {
             return nil
         }
@@ -203,6 +204,12 @@ enum FileSystem {
     }
 
     /// The directory part of a path (`.` for a bare name).
+    /// `$TMPDIR`, or `/tmp`.
+    static var temporaryDirectory: String {
+        if let value = getenv("TMPDIR"), value.pointee != 0 { return String(cString: value) }
+        return "/tmp"
+    }
+
     static func parentDirectory(of path: String) -> String {
         let parent = FilePath(path).removingLastComponent()
         return parent.isEmpty ? "." : parent.string

@@ -41,12 +41,16 @@ public struct Manifest: Codable, Sendable, Equatable {
     public var bootID: String?
     /// Segments in ascending order, covering `[0, size)` exactly.
     public var segments: [Segment]
+    /// The server's digest of the file when the download began (see ``DigestPlan``): a different
+    /// one on resume means the file changed. Absent when the server stated none.
+    public var serverDigest: Digest?
     /// Version 1 only: CRC-32 (hex) of the manifest's canonical JSON without this field. Version 2
     /// keeps its checksum in the file's trailer line instead (see `ManifestCodec`).
     public var checksum: String?
 
     public init(url: String, finalURL: String, size: Int64, etag: String?, lastModified: String?,
-                minimumSegmentSize: Int64, bootID: String?, segments: [Segment]) {
+                minimumSegmentSize: Int64, bootID: String?, segments: [Segment], serverDigest: Digest? = nil) {
+        self.serverDigest = serverDigest
         self.url = url
         self.finalURL = finalURL
         self.size = size

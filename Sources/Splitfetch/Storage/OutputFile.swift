@@ -27,6 +27,14 @@ final class OutputFile: Sendable {
         self.named = Atomic(named)
     }
 
+    /// A second descriptor of the same file, for a reader (the hasher) that must be able to go on
+    /// reading after this one is closed: a descriptor number is never read after it could have
+    /// been reused. The reader closes it.
+    func duplicate() throws(DownloadError) -> OutputFile {
+        let copy = try perform(.open) { () throws(Errno) in try FileSystem.system { try descriptor.duplicate() } }
+        return OutputFile(path: path, descriptor: copy, injectedFullDiskOffset: nil, named: isNamed)
+    }
+
     /// Whether the file has a name on disk (``path``) yet.
     var isNamed: Bool { named.load(ordering: .acquiring) }
 
@@ -128,6 +136,21 @@ final class OutputFile: Sendable {
         try perform(.write(bytes: bytes.count, offset: offset)) { () throws(Errno) in
             if let limit = injectedFullDiskOffset, offset + Int64(bytes.count) > limit { throw .noSpace }
             _ = try FileSystem.system { try descriptor.writeAll(toAbsoluteOffset: offset, bytes) }
+        }
+    }
+
+    /// Fills `buffer` from `offset`, retrying short reads and `EINTR`; reading past the end is an
+    /// error (the hasher reads only bytes already written).
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(DownloadError) {
+        try perform(.read) { () throws(Errno) in
+            var done = 0
+            while done < buffer.count {
+                let count = try FileSystem.system {
+                    try descriptor.read(fromAbsoluteOffset: offset + Int64(done), into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]))
+                }
+                if count == 0 { throw Errno.ioError }  // the file is shorter than what was written to it
+                done += count
+            }
         }
     }
 
