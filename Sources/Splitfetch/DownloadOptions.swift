@@ -84,6 +84,12 @@ public struct DownloadOptions: Sendable {
     public var useContentDisposition: Bool = false
     /// Refuse files larger than this many bytes, before allocating anything. `nil`: no limit.
     public var maximumSize: Int64?
+    /// Whether a header asks Amazon S3 for the object's checksum (`x-amz-checksum-mode: ENABLED`).
+    /// It is the caller's to send: S3 refuses a presigned request with an `x-amz-` header it
+    /// did not sign.
+    var asksForObjectChecksum: Bool {
+        headers.contains { $0.lowercased().hasPrefix("x-amz-checksum-mode:") }
+    }
     /// For tests (`@testable`): writes past this offset fail as if the disk were full.
     var injectedFullDiskOffset: Int64?
 

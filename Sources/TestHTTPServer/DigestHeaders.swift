@@ -15,6 +15,8 @@ import NIOHTTP1
 ///   `{sha512b64}` and `{md5b64}` with the whole file's digests: any format a test needs.
 /// - `corrupt=OFFSET`: the byte at that offset of the file is flipped in every body that
 ///   carries it; the digests stay those of the true file.
+/// - `digestchange=head`: a `HEAD` states the digests of other content of the same size and
+///   ETag, as if the file had changed since the last `GET`.
 enum DigestHeaders {
     struct FileDigests: Sendable {
         var sha256: [UInt8]

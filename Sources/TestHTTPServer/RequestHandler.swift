@@ -213,7 +213,10 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         headers.add(name: "Content-Type", value: fault == "multipart" ? "multipart/byteranges; boundary=X" : "application/octet-stream")
         if fault == "gzip" { headers.add(name: "Content-Encoding", value: "gzip") }
         if let disposition = q["cd"] { headers.add(name: "Content-Disposition", value: percentDecode(disposition)) }
-        for (name, value) in DigestHeaders.fields(query: q, content: content, range: range, status: status, cache: counters.digests) {
+        // `digestchange=head`: a HEAD states the digest of other bytes (same size and ETag), as
+        // if the file had changed: a resumed download (which probes with HEAD) must notice.
+        let stated = isHead && q["digestchange"] == "head" ? SyntheticContent(size: size, seed: seed &+ 1) : content
+        for (name, value) in DigestHeaders.fields(query: q, content: stated, range: range, status: status, cache: counters.digests) {
             headers.add(name: name, value: value)
         }
         var closeAfter = !keepAlive

@@ -116,7 +116,8 @@ struct SplitfetchCommand: AsyncParsableCommand {
         let names = [String(path.split(separator: "/").last ?? Substring(path)), defaultFileName(forURL: url)]
         let found = list.expected(for: names, from: redactedURL(source))
         if found.isEmpty {
-            throw DownloadError(.usage, "\(redactedURL(source)) has no checksum for \(names[0])")
+            let also = names[1] != names[0] ? " or \(names[1])" : ""
+            throw DownloadError(.usage, "\(redactedURL(source)) has no checksum for \(names[0])\(also)")
         }
         return found
     }

@@ -113,7 +113,8 @@ struct Engine: Sendable {
             resource = probed
         } else {
             // A resumed download checks the server's file before any byte is fetched: HEAD first.
-            (resource, open) = try await probe(getFirst: options.probe == .get && existing == nil)
+            // So does one asking S3 for its checksum, which S3 states on a HEAD but not on a 206.
+            (resource, open) = try await probe(getFirst: options.probe == .get && existing == nil && !options.asksForObjectChecksum)
         }
         var machine: DownloadMachine
         if let existing {
