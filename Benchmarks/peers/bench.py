@@ -29,6 +29,8 @@ import threading
 import time
 import urllib.request
 
+from integrity import integrity_tools, integrity_verdicts
+
 KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
@@ -308,7 +310,8 @@ def main():
     ap.add_argument("--testserver", default=os.path.join(ROOT, ".build/release/sf-testserver"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--scenarios", default="1,2,3,4,5",
-                    help="1-6 and 5l as in the README; 'c' = checkpoint overhead (splitfetch with and without checkpoints)")
+                    help="1-6 and 5l as in the README; 'c' = checkpoint overhead (splitfetch with and without checkpoints); "
+                         "'v' = integrity: a verified download against download+sha256sum and aria2 --checksum")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
     ap.add_argument("--results", default=os.path.join(ROOT, "Benchmarks", "results", "latest"))
@@ -357,7 +360,7 @@ def main():
     servers = []
     try:
         nginx = None
-        if 1 in scenarios or 2 in scenarios or 5 in scenarios or "c" in scenarios:
+        if 1 in scenarios or 2 in scenarios or 5 in scenarios or "c" in scenarios or "v" in scenarios:
             nginx = Nginx(work, www)
             servers.append(nginx)
 
@@ -468,6 +471,20 @@ def main():
             sha = make_file("c2.bin", size)
             bench("c2", "checkpoint overhead, nginx limit_rate 4m", f"http://127.0.0.1:{nginx.port}/limited/c2.bin", size, sha,
                   [16], pair, ideal_rate=lambda n: n * 4 * MiB, requests_of=nginx_requests)
+        if "v" in scenarios:
+            splitfetch = os.path.abspath(args.splitfetch)
+            size = 256 * MiB if q else 1 * GiB
+            sha = make_file("v1.bin", size)
+            tools_all.update(integrity_tools(splitfetch, sha))
+            bench("v1", "integrity, unthrottled", f"http://127.0.0.1:{nginx.port}/v1.bin", size, sha, [8],
+                  ["splitfetch-verified", "splitfetch+sha256sum", "aria2-verified", "splitfetch"], timeout=300)
+            tv = TestServer(work, args.testserver, 4 * MiB)
+            servers.append(tv)
+            size = 64 * MiB if q else 256 * MiB
+            sha = subprocess.run([args.testserver, "hash", str(size)], capture_output=True, text=True, check=True).stdout.strip()
+            tools_all.update(integrity_tools(splitfetch, sha))
+            bench("v2", "integrity, 4 MiB/s per connection", f"http://127.0.0.1:{tv.port}/size/{size}/v2.bin", size, sha, [16],
+                  ["splitfetch-verified", "splitfetch"], ideal_rate=lambda n: n * 4 * MiB)
         if 3 in scenarios or 4 in scenarios:
             if 3 in scenarios:
                 ts = TestServer(work, args.testserver, 1 * MiB)
@@ -496,6 +513,11 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     write_results(args.results, rows)
+    verdicts = integrity_verdicts(rows)
+    if verdicts:
+        with open(os.path.join(args.results, "table.md"), "a") as f:
+            f.write("\n".join(verdicts) + "\n")
+        print("\n".join(verdicts))
 
 
 def write_results(directory, rows):
