@@ -16,7 +16,8 @@ import Glibc
 #endif
 
 /// The target names, in the order scripts/fuzz runs them.
-let fuzzTargets = ["content-range", "content-length", "content-disposition", "retry-after", "location", "manifest"]
+let fuzzTargets = ["content-range", "content-length", "content-disposition", "retry-after", "location", "manifest",
+                   "digest-fields", "checksum-list"]
 
 /// Stops the fuzzer with a message naming the broken promise.
 func broken(_ promise: String, _ input: String) -> Never {
@@ -74,6 +75,27 @@ func fuzz(_ target: String, _ bytes: [UInt8]) {
             if again?.segments != manifest.segments || again?.url != manifest.url {
                 broken("a manifest did not survive saving again", text)
             }
+        }
+    case "digest-fields":
+        // Repr-Digest / Content-Digest (structured), RFC 3230 Digest: every digest found has its
+        // algorithm's length, and survives being written and read again.
+        for found in DigestFields.structured(text, source: .reprDigest) + DigestFields.legacy(text) {
+            let digest = found.digest
+            if digest.bytes.count != digest.algorithm.byteCount { broken("a digest of the wrong length", text) }
+            if Digest(digest.algorithm, text: digest.base64) != digest || Digest(digest.algorithm, text: digest.hex) != digest {
+                broken("a digest did not survive base64 or hex", text)
+            }
+        }
+    case "checksum-list":
+        // A list names files by what it says; a name matched must be listed, and values have
+        // their algorithm's length.
+        let list = ChecksumList(parsing: text)
+        for entry in list.entries where entry.digest.bytes.count != entry.digest.algorithm.byteCount {
+            broken("a list entry of the wrong length", text)
+        }
+        for entry in list.entries {
+            guard let name = entry.name, !name.isEmpty else { continue }
+            if list.expected(for: [name], from: "fuzz").isEmpty { broken("a listed name found nothing", text) }
         }
     default:
         fatalError("unknown fuzz target \(target); targets: \(fuzzTargets.joined(separator: ", "))")
