@@ -54,6 +54,8 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
     public var rangeCap: Int64?
     /// The probe is the first segment's `GET` (its body adopted), not a `HEAD`.
     public var getFirst = false
+    /// The file is hashed as it downloads: the machine plans pieces fetched in order.
+    public var inOrder = false
 
     public init(seed: UInt64, size: Int64, configuration: DownloadMachine.Configuration, rates: [Double],
                 latency: ClosedRange<Double> = 0.001...0.001) {
@@ -70,7 +72,7 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
         "seed \(seed): \(size) bytes (probed \(probedSize)), ranges \(acceptsRanges), \(configuration.connections) connections, "
             + "min segment \(configuration.minimumSegmentSize), retries \(configuration.retry.retries), "
             + "stall timeout \(configuration.stallTimeout), rates \(rates.map { Int($0) }), latency \(latency), "
-            + "faults \(faults), persistent \(persistent.map { "\($0)" } ?? "none"), range cap \(rangeCap.map(String.init) ?? "none"), GET first \(getFirst)"
+            + "faults \(faults), persistent \(persistent.map { "\($0)" } ?? "none"), range cap \(rangeCap.map(String.init) ?? "none"), GET first \(getFirst), in order \(inOrder)"
     }
 
     /// The time a perfect scheduler would need: one request latency, then every planned
@@ -132,6 +134,7 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
         }
         if unit() < 0.1 { scenario.rangeCap = between(16 << 10, 2 << 20) }
         scenario.getFirst = unit() < 0.5
+        scenario.inOrder = unit() < 0.3  // drawn last: the draws before it are those of earlier builds
         return scenario
     }
 

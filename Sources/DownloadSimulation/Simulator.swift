@@ -92,7 +92,8 @@ public struct Simulator {
 
     public mutating func run() -> Outcome {
         now = drawLatency()
-        var answer = DownloadMachine.ProbeAnswer(size: scenario.probedSize, acceptsRanges: scenario.acceptsRanges)
+        var answer = DownloadMachine.ProbeAnswer(size: scenario.probedSize, acceptsRanges: scenario.acceptsRanges,
+                                                 inOrder: scenario.inOrder)
         if scenario.getFirst {
             // The probe is the first segment's GET; its body waits, unwritten, to be adopted.
             let size = scenario.probedSize
@@ -188,10 +189,21 @@ public struct Simulator {
             if !ledger.record(range) { violations.append("transfer \(id) wrote \(range) a second time at \(now) s") }
             t.offset += allowed
             machine.commit(id, through: t.offset, now: now)
+            checkPrefix()
         }
         if allowed < piece { return end(id, .completed) }  // stopped at its segment's end
         t.next = now + Double(piece) / t.rate
         transfers[id] = t
+    }
+
+    /// A hasher follows the machine's contiguous prefix: it must be exactly the bytes written
+    /// from 0 without a gap, never more (a hash of unwritten bytes) and never behind.
+    private mutating func checkPrefix() {
+        guard case .segmented? = machine.mode else { return }
+        let written = ledger.ranges.first.map { $0.lowerBound == 0 ? $0.upperBound : 0 } ?? 0
+        if machine.contiguousPrefix != written {
+            violations.append("contiguous prefix \(machine.contiguousPrefix) but bytes [0, \(written)) are written, at \(now) s")
+        }
     }
 
     private mutating func end(_ id: Int, _ how: DownloadMachine.TransferEnd) {
@@ -267,7 +279,8 @@ public struct Simulator {
                 if !transfers.isEmpty { violations.append("probe again with \(transfers.count) transfers running") }
                 ledger.removeAll()
                 pendingProbe = (now + drawLatency(),
-                                DownloadMachine.ProbeAnswer(size: scenario.size, acceptsRanges: scenario.acceptsRanges))
+                                DownloadMachine.ProbeAnswer(size: scenario.size, acceptsRanges: scenario.acceptsRanges,
+                                                            inOrder: scenario.inOrder))
             case .finish:
                 mix(8)
                 if !transfers.isEmpty { violations.append("finish with \(transfers.count) transfers running") }

@@ -269,10 +269,12 @@ public struct SegmentTable: Sendable {
 
         let newRange = ByteRange(point, victim.end)
         segments[victim.id].end = point
-        if victim.id == prefixSegment { advancePrefix() }
         let id = segments.count
         segments.append(Segment(id: id, start: newRange.lowerBound, end: newRange.upperBound,
                                 written: newRange.lowerBound, claimed: newRange.lowerBound, owner: nil))
+        // Taken whole at the owner's written offset, the victim is complete now and the prefix
+        // (if it was there) moves to the new segment: after the append, so that it is found.
+        if victim.id == prefixSegment { advancePrefix() }
         take(id, owner: transfer, now: now)
         splitCount += 1
         return Assignment(segment: id, range: newRange, isSplit: true, displacedOwner: point == claimed ? victim.owner : nil)

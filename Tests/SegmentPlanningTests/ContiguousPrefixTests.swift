@@ -44,6 +44,22 @@ struct ContiguousPrefixTests {
         #expect(table.contiguousPrefix == 1000)
     }
 
+    @Test func aStalledOwnerTakenOverWholeHandsThePrefixToTheNewSegment() {
+        // Found by the simulator: the victim, cut at its written offset, is complete at once, and
+        // the prefix must move to the new segment (appended after the cut) and follow its writes.
+        let policy = SegmentTable.SplitPolicy(minimumPiece: 100, alignment: 1, requestOverhead: 0, rateWarmup: 0.5, stallAfter: 1)
+        var table = SegmentTable(size: 150, ranges: [ByteRange(0, 150)], policy: policy)
+        _ = table.assign(transfer: 0, now: 0)
+        #expect(table.claim(segment: 0, offset: 0, count: 20) == 20)
+        table.commit(segment: 0, through: 20, now: 0.1)
+        let steal = table.assign(transfer: 1, now: 1.2)
+        #expect(steal?.range == ByteRange(20, 150))
+        #expect(table.contiguousPrefix == 20)
+        #expect(table.claim(segment: 1, offset: 20, count: 30) == 30)
+        table.commit(segment: 1, through: 50)
+        #expect(table.contiguousPrefix == 50)  // not stuck at 20 until the new segment completes
+    }
+
     @Test func aResumedTableStartsAtItsWrittenPrefix() {
         let table = SegmentTable(size: 300, progress: [(ByteRange(0, 100), 100), (ByteRange(100, 200), 150), (ByteRange(200, 300), 300)])
         #expect(table.contiguousPrefix == 150)
