@@ -56,6 +56,8 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
     public var getFirst = false
     /// The file is hashed as it downloads: the machine plans pieces fetched in order.
     public var inOrder = false
+    /// With a window: how fast the reader takes bytes; `nil`, at once.
+    public var readerRate: Double?
 
     public init(seed: UInt64, size: Int64, configuration: DownloadMachine.Configuration, rates: [Double],
                 latency: ClosedRange<Double> = 0.001...0.001) {
@@ -72,7 +74,7 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
         "seed \(seed): \(size) bytes (probed \(probedSize)), ranges \(acceptsRanges), \(configuration.connections) connections, "
             + "min segment \(configuration.minimumSegmentSize), retries \(configuration.retry.retries), "
             + "stall timeout \(configuration.stallTimeout), rates \(rates.map { Int($0) }), latency \(latency), "
-            + "faults \(faults), persistent \(persistent.map { "\($0)" } ?? "none"), range cap \(rangeCap.map(String.init) ?? "none"), GET first \(getFirst), in order \(inOrder)"
+            + "faults \(faults), persistent \(persistent.map { "\($0)" } ?? "none"), range cap \(rangeCap.map(String.init) ?? "none"), GET first \(getFirst), in order \(inOrder), window \(configuration.window.map(String.init) ?? "none"), reader \(readerRate.map { String(Int($0)) } ?? "instant")"
     }
 
     /// The time a perfect scheduler would need: one request latency, then every planned
@@ -82,6 +84,26 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
                                 minimumSegmentSize: configuration.minimumSegmentSize)
         let total = (0..<max(1, plan.count)).reduce(0.0) { $0 + rates[$1 % rates.count] }
         return latency.lowerBound + Double(size) / total
+    }
+
+    /// The time the healthy connections alone would need (those at the fastest rate): what a
+    /// download read in order is measured against when stragglers hold ranges at its read
+    /// position.
+    public var healthyIdealSeconds: Double {
+        let count = max(1, min(configuration.connections, Int((size + configuration.minimumSegmentSize - 1) / configuration.minimumSegmentSize)))
+        let fastest = rates.max() ?? 1
+        let healthy = (0..<count).map { rates[$0 % rates.count] }.filter { $0 == fastest }.reduce(0, +)
+        return latency.lowerBound + Double(size) / healthy
+    }
+
+    /// A download read in order through a window, as by a pipe: 16 connections, a quarter of
+    /// them (or more) 4 to 32 times slower, a window of 16 to 128 MiB, no faults; measured
+    /// against the healthy connections' ideal.
+    public static func streaming(seed: UInt64) -> SimulationScenario {
+        var scenario = straggler(seed: seed)
+        var rng = SplitMix64(seed: seed ^ 0x0DDB_A11_5EED)
+        scenario.configuration.window = [16, 32, 64, 128][Int(rng.next() % 4)] << 20
+        return scenario
     }
 
     /// A random mix of sizes, connection counts, speeds, latencies and faults.
@@ -135,6 +157,10 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
         if unit() < 0.1 { scenario.rangeCap = between(16 << 10, 2 << 20) }
         scenario.getFirst = unit() < 0.5
         scenario.inOrder = unit() < 0.3  // drawn last: the draws before it are those of earlier builds
+        if unit() < 0.2 {  // read in order, as by a pipe; half the readers slower than the download
+            scenario.configuration.window = between(1 << 20, 64 << 20)
+            if unit() < 0.5 { scenario.readerRate = Double(between(64 << 10, 8 << 20)) }
+        }
         return scenario
     }
 

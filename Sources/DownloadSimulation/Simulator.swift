@@ -65,6 +65,11 @@ public struct Simulator {
     private var result: Outcome.Result?
     private var events = 0
     private var requests = 0
+    /// What a reader took so far (a download read in order, with a window): at once, as fast as
+    /// the prefix grows.
+    private var delivered: Int64 = 0
+    /// When the reader has taken its next piece, and up to where.
+    private var pendingRead: (at: Double, through: Int64)?
     private var fingerprint: UInt64 = 0xCBF2_9CE4_8422_2325
     /// The size the machine planned with (segmented), for the size-change fault.
     private var plannedSize: Int64?
@@ -120,7 +125,7 @@ public struct Simulator {
 
     // MARK: - The event loop
 
-    private enum Next { case prepare, probe, checkpoint, cancel, transfer(Int), wake }
+    private enum Next { case prepare, probe, checkpoint, cancel, transfer(Int), wake, read }
 
     private mutating func step() {
         var best: (time: Double, what: Next)?
@@ -134,6 +139,7 @@ public struct Simulator {
         consider(cancelAt, .cancel)
         for id in transfers.keys.sorted() { consider(transfers[id]!.next, .transfer(id)) }
         consider(wakeAt, .wake)
+        consider(pendingRead?.at, .read)
         guard let (time, what) = best, time.isFinite else {
             violations.append("nothing left to happen at \(now) s, but the machine has not ended")
             result = .hung
@@ -158,6 +164,11 @@ public struct Simulator {
         case .wake:
             wakeAt = nil
             perform(machine.tick(now: now))
+        case .read:
+            delivered = pendingRead!.through
+            pendingRead = nil
+            perform(machine.delivered(through: delivered, now: now))
+            scheduleRead()
         case .transfer(let id):
             advance(transfer: id)
         }
@@ -190,10 +201,27 @@ public struct Simulator {
             t.offset += allowed
             machine.commit(id, through: t.offset, now: now)
             checkPrefix()
+            if scenario.readerRate == nil, scenario.configuration.window != nil, case .segmented? = machine.mode,
+               machine.contiguousPrefix > delivered {
+                delivered = machine.contiguousPrefix
+                transfers[id] = t
+                perform(machine.delivered(through: delivered, now: now))
+                guard let current = transfers[id] else { return }  // the reader's news ended it
+                t = current
+            }
+            scheduleRead()
         }
         if allowed < piece { return end(id, .completed) }  // stopped at its segment's end
         t.next = now + Double(piece) / t.rate
         transfers[id] = t
+    }
+
+    /// A reader at ``SimulationScenario/readerRate`` takes up to 1 MiB of the prefix at a time.
+    private mutating func scheduleRead() {
+        guard let rate = scenario.readerRate, pendingRead == nil, scenario.configuration.window != nil,
+              case .segmented? = machine.mode, machine.contiguousPrefix > delivered else { return }
+        let through = min(machine.contiguousPrefix, delivered + (1 << 20))
+        pendingRead = (now + Double(through - delivered) / rate, through)
     }
 
     /// A hasher follows the machine's contiguous prefix: it must be exactly the bytes written
@@ -324,6 +352,10 @@ public struct Simulator {
         if let range = start.range {
             if range.isEmpty || ledger.intersects(range) {
                 violations.append("transfer \(start.id) started for \(range), which has written bytes or none at all")
+            }
+            if let window = scenario.configuration.window, !start.isSplit, range.upperBound > delivered + window,
+               range.lowerBound > machine.contiguousPrefix {
+                violations.append("transfer \(start.id) asks for \(range), past the window ending at \(delivered + window)")
             }
             end = scenario.rangeCap.map { min(range.upperBound, range.lowerBound + $0) } ?? range.upperBound
         } else {

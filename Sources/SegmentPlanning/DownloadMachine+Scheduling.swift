@@ -3,7 +3,7 @@ extension DownloadMachine {
     mutating func abortStalled(now: Double, into actions: inout [Action]) {
         // In id order: a dictionary's order differs between processes, decisions must not.
         let stalled = transfers.values.filter {
-            $0.abortReason == nil && now >= $0.lastProgressAt + configuration.stallTimeout  // as the wake is computed
+            $0.abortReason == nil && !$0.isPaused && now >= $0.lastProgressAt + configuration.stallTimeout  // as the wake is computed
         }.map(\.id).sorted()
         for id in stalled {
             transfers[id]!.abortReason = .stalled
@@ -24,9 +24,11 @@ extension DownloadMachine {
     mutating func assignIdleConnections(now: Double, into actions: inout [Action]) {
         let idle = slots.indices.filter { slots[$0].state == .idle }
             .sorted { (slots[$0].lastRate ?? -1, -$0) > (slots[$1].lastRate ?? -1, -$1) }
+        let stragglerBelow = stragglerRate()
         for index in idle {
             let id = nextTransferID
-            guard let assignment = table!.assign(transfer: id, now: now, rate: slots[index].lastRate) else { continue }
+            let fresh = stragglerBelow.map { (slots[index].lastRate ?? .infinity) >= $0 } ?? true
+            guard let assignment = table!.assign(transfer: id, now: now, rate: slots[index].lastRate, freshPieces: fresh) else { continue }
             if let displaced = assignment.displacedOwner, transfers[displaced] != nil, transfers[displaced]!.abortReason == nil {
                 transfers[displaced]!.abortReason = .takenOver
                 actions.append(.abort(displaced, .takenOver))
@@ -34,6 +36,18 @@ extension DownloadMachine {
             actions.append(.start(startTransfer(connection: index, segment: assignment.segment, range: assignment.range,
                                                 isSplit: assignment.isSplit, now: now)))
         }
+    }
+
+    /// In a download read in order, a connection slower than a quarter of the connections'
+    /// median rate is a straggler: a fresh piece given to it would hold the reader up, so it
+    /// only helps through splits. `nil` outside a window, or before two rates are known.
+    func stragglerRate() -> Double? {
+        guard configuration.window != nil else { return nil }
+        // Of the connections still in use: the median one is never a straggler, so someone can
+        // always take a fresh piece.
+        let rates = slots.filter { $0.state != .retired }.compactMap(\.lastRate).sorted()
+        guard rates.count >= 2 else { return nil }
+        return rates[rates.count / 2] / 4
     }
 
     mutating func startTransfer(connection: Int, segment: Int?, range: ByteRange?, isSplit: Bool,

@@ -11,7 +11,7 @@ extension DownloadMachine {
         for slot in slots {
             if case .waiting(let until) = slot.state { consider(until) }
         }
-        for transfer in transfers.values where transfer.abortReason == nil {
+        for transfer in transfers.values where transfer.abortReason == nil && !transfer.isPaused {
             consider(transfer.lastProgressAt + configuration.stallTimeout)
         }
         if phase == .running, case .segmented = mode {

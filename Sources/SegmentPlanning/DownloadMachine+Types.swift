@@ -23,6 +23,10 @@ extension DownloadMachine {
         public var idleRecheckInterval: Double = 0.1
         /// Seeds the jitter of retry delays.
         public var seed: UInt64 = 0
+        /// The file goes to a reader in order (a pipe): ranges are handed out only inside
+        /// `[delivered, delivered + window)` (see ``DownloadMachine/delivered(through:now:)``),
+        /// planned in order as pieces of at most half the window per connection. `nil`: a file.
+        public var window: Int64?
 
         public init() {}
     }

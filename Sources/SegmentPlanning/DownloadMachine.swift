@@ -27,6 +27,8 @@ public struct DownloadMachine: Sendable {
         /// Bytes written through (stream mode: from 0).
         var offset: Int64
         var abortReason: AbortReason?
+        /// Paused until the reader takes more (never stalled meanwhile).
+        var isPaused = false
     }
 
     enum SlotState: Sendable, Equatable {
@@ -165,6 +167,26 @@ public struct DownloadMachine: Sendable {
         return advance(now: now)
     }
 
+    /// The reader has taken the file's bytes `[0, offset)` (a download read in order, with a
+    /// ``Configuration/window``): ranges up to `offset + window` may now be handed out.
+    public mutating func delivered(through offset: Int64, now: Double) -> [Action] {
+        guard let window = configuration.window, table != nil else { return [] }
+        let end = offset > Int64.max - window ? Int64.max : offset + window
+        guard end > table!.windowEnd else { return [] }
+        table!.windowEnd = end
+        return phase == .running ? advance(now: now) : []
+    }
+
+    /// A transfer's connection was paused (its bytes would pass the reader's window) or goes on
+    /// again: a paused transfer is waiting for the reader, not stalled, so its stall clock
+    /// restarts when it goes on.
+    public mutating func paused(_ id: TransferID, _ isPaused: Bool, now: Double) {
+        guard transfers[id] != nil else { return }
+        transfers[id]!.isPaused = isPaused
+        transfers[id]!.lastProgressAt = now
+        if let segment = transfers[id]!.segment { table!.touch(segment: segment, now: now) }
+    }
+
     /// The caller wants the download stopped.
     public mutating func cancel(now: Double) -> [Action] {
         switch phase {
@@ -240,7 +262,10 @@ public struct DownloadMachine: Sendable {
         let slot = transfer.connection
         slots[slot].state = .idle
         let elapsed = now - transfer.startedAt
-        if elapsed > 0.2 && wrote > 0 { slots[slot].lastRate = Double(wrote) / elapsed }
+        // Long enough to tell: 0.2 s, or a quarter MiB (a piece of a download read in order can
+        // be done in a tenth of a second, and without its rate a split would take the rate of
+        // the slow owners still fetching for the idle connection's).
+        if wrote > 0 && (elapsed > 0.2 || (elapsed > 0.02 && wrote >= 256 << 10)) { slots[slot].lastRate = Double(wrote) / elapsed }
         guard phase == .running else { return advance(now: now) }
 
         var actions: [Action] = []
@@ -354,7 +379,10 @@ public struct DownloadMachine: Sendable {
                     return actions  // the checkpoint's end brings us back here
                 }
                 if !resolving { assignIdleConnections(now: now, into: &actions) }
-                if transfers.isEmpty && !resolving && !slots.contains(where: { if case .waiting = $0.state { true } else { false } }) {
+                // Nothing running, nothing waiting, and not the reader's window holding the rest
+                // back (``delivered(through:now:)`` brings it): the download cannot go on.
+                if transfers.isEmpty && !resolving && !table!.isHeldByWindow
+                    && !slots.contains(where: { if case .waiting = $0.state { true } else { false } }) {
                     stop(.incomplete)
                     return actions + advance(now: now)
                 }

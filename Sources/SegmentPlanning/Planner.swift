@@ -70,19 +70,31 @@ public enum Planner {
     /// left to hash after the last byte.
     ///
     /// - Returns: ranges covering `[start, size)` in ascending order; empty when `start >= size`.
+    ///
+    /// With a `window` (a download read in order, as by a pipe), every connection's piece fits
+    /// twice in it: a piece is at most `window / (2 × connections)`, aligned, so that all the
+    /// connections are busy inside the window while its first piece is read, whatever the
+    /// minimum segment size.
     public static func plan(
         inOrderFrom start: Int64,
         size: Int64,
         connections: Int,
         minimumSegmentSize: Int64,
+        window: Int64? = nil,
         alignment: Int64 = defaultAlignment
     ) -> [ByteRange] {
         precondition(start >= 0 && size >= 0 && connections >= 1 && minimumSegmentSize >= 1 && alignment >= 1)
         guard start < size else { return [] }
         let eighth = size / (Int64(connections) * 8)
         let aligned = ((eighth + alignment - 1) / alignment) * alignment
-        let piece = max(minimumSegmentSize, min(aligned, maximumInOrderPiece))
-        return cut(from: start, to: size, chunk: piece, minimumSegmentSize: minimumSegmentSize)
+        var piece = max(minimumSegmentSize, min(aligned, maximumInOrderPiece))
+        var minimum = minimumSegmentSize
+        if let window {
+            let fitting = max(alignment, (window / (2 * Int64(connections)) / alignment) * alignment)
+            piece = min(piece, fitting)
+            minimum = min(minimum, piece)
+        }
+        return cut(from: start, to: size, chunk: piece, minimumSegmentSize: minimum)
     }
 
     /// The largest piece of an in-order plan.

@@ -93,6 +93,10 @@ public struct SegmentTable: Sendable {
     public private(set) var contiguousPrefix: Int64 = 0
     /// The segment holding ``contiguousPrefix`` (when the prefix is not at the end).
     private var prefixSegment = 0
+    /// No segment ending after this offset is handed out, but the one holding
+    /// ``contiguousPrefix`` when it starts before it (a piece larger than the window). A download
+    /// read in order keeps its bytes ahead of the reader inside a window. `Int64.max`: no limit.
+    public var windowEnd: Int64 = .max
 
     /// Creates a table for a fresh download from a plan.
     ///
@@ -137,6 +141,10 @@ public struct SegmentTable: Sendable {
     public var writtenBytes: Int64 { segments.reduce(0) { $0 + ($1.written - $1.start) } }
     /// Whether every byte of the file is on disk.
     public var isComplete: Bool { segments.allSatisfy(\.isComplete) }
+    /// Whether bytes are left only beyond ``windowEnd``: the reader has to take some first.
+    public var isHeldByWindow: Bool {
+        windowEnd != .max && segments.contains { $0.owner == nil && $0.remaining > 0 && $0.end > windowEnd }
+    }
     /// Segments that a transfer owns right now.
     public var activeSegments: [Segment] { segments.filter { $0.owner != nil } }
 
@@ -165,7 +173,8 @@ public struct SegmentTable: Sendable {
 
     /// Gives a new transfer something to fetch.
     ///
-    /// An unowned segment with bytes left comes first (lowest offset first). Otherwise the active
+    /// An unowned segment with bytes left comes first (lowest offset first), if it ends inside
+    /// ``windowEnd`` or holds the contiguous prefix. Otherwise the active
     /// segment expected to finish last is split so that both halves are expected to finish together,
     /// provided the split saves more than ``SplitPolicy/requestOverhead``.
     ///
@@ -173,9 +182,13 @@ public struct SegmentTable: Sendable {
     ///   - transfer: the new transfer's identifier; it becomes the segment's owner.
     ///   - now: the current time in seconds, from any monotonic clock the caller uses consistently.
     ///   - rate: the idle connection's recent throughput in bytes per second, if known.
+    ///   - freshPieces: whether it may take an untaken segment (a straggler of a download read
+    ///     in order only takes a share of a split, sized to end with its owner).
     /// - Returns: the assignment, or `nil` when nothing is worth fetching by this connection.
-    public mutating func assign(transfer: Int, now: Double, rate: Double? = nil) -> Assignment? {
-        if let index = segments.firstIndex(where: { $0.owner == nil && $0.remaining > 0 }) {
+    public mutating func assign(transfer: Int, now: Double, rate: Double? = nil, freshPieces: Bool = true) -> Assignment? {
+        if freshPieces, let index = segments.firstIndex(where: {
+            $0.owner == nil && $0.remaining > 0 && ($0.end <= windowEnd || ($0.start <= contiguousPrefix && $0.start < windowEnd))
+        }) {
             take(index, owner: transfer, now: now)
             let segment = segments[index]
             return Assignment(segment: index, range: ByteRange(segment.written, segment.end), isSplit: false)
@@ -306,6 +319,11 @@ public struct SegmentTable: Sendable {
         if let now, offset > segments[segment].written { segments[segment].lastProgressAt = now }
         segments[segment].written = offset
         if segment == prefixSegment || offset == segments[segment].end { advancePrefix() }
+    }
+
+    /// Restarts a segment's stall clock (its owner was paused, not stalled).
+    public mutating func touch(segment: Int, now: Double) {
+        segments[segment].lastProgressAt = now
     }
 
     /// Gives back claimed but unwritten bytes (a failed write).

@@ -72,6 +72,26 @@ struct SimulationTests {
               + "p90 \(ratios[ratios.count * 9 / 10]), worst \(ratios.last!)")
     }
 
+    /// The same mixes read in order through a window of 16-128 MiB, as by a pipe: the reader
+    /// gets the file within 1.5 times the healthy connections' ideal (the stragglers' share
+    /// counted as nothing), and at least 80 % of that ideal in nine mixes out of ten.
+    @Test func stragglerMixesReadInOrderKeepNearTheHealthyIdeal() async {
+        var ratios: [Double] = []
+        for seed in UInt64(1)...300 {
+            if seed % 10 == 0 { await Task.yield() }
+            let scenario = SimulationScenario.streaming(seed: seed)
+            let outcome = Simulator.run(scenario)
+            #expect(outcome.result == .finished && outcome.violations.isEmpty, "\(Self.report(scenario, outcome, family: "streaming"))")
+            let ratio = outcome.seconds / scenario.healthyIdealSeconds
+            ratios.append(ratio)
+            #expect(ratio <= 1.5, "\(Self.report(scenario, outcome, family: "streaming")): \(ratio) x the healthy ideal")
+        }
+        ratios.sort()
+        #expect(ratios[ratios.count * 9 / 10] <= 1.25, "p90 \(ratios[ratios.count * 9 / 10]) x the healthy ideal")
+        print("straggler mixes read in order, finish / healthy ideal over \(ratios.count) runs: median \(ratios[ratios.count / 2]), "
+              + "p90 \(ratios[ratios.count * 9 / 10]), worst \(ratios.last!)")
+    }
+
     @Test func theSameSeedGivesTheSameRun() {
         for seed: UInt64 in [3, 77, 1_234, 9_999] {
             for scenario in [SimulationScenario.random(seed: seed), .straggler(seed: seed)] {
