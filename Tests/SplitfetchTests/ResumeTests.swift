@@ -154,8 +154,13 @@ struct ResumeTests {
             try await withTemporaryDirectory { dir in
                 let size: Int64 = 12 << 20
                 let path = dir + "/r.bin"
-                let url = server.url(size: size, seed: 3)
-                let error = await interrupt(url, to: path, options: testOptions(connections: 4), after: 3 << 20)
+                // The first twelve range responses stop after 1 MiB and stay silent, so the first
+                // run cannot end before its interrupt however late the progress event is read
+                // (it finished first once, under ThreadSanitizer on a loaded machine).
+                let url = server.url(size: size, seed: 3, query: ["fault": "stall", "faultbytes": String(1 << 20), "faultuntil": "12"])
+                var first = testOptions(connections: 4)
+                first.stallTimeout = .seconds(60)
+                let error = await interrupt(url, to: path, options: first, after: 3 << 20)
                 #expect(error?.code == .interrupted)
                 #expect(error?.message.contains("paused at") == true)
                 #expect(fileExists(path + ".part") && fileExists(path + ".part.json"))
@@ -164,7 +169,10 @@ struct ResumeTests {
                 #expect(manifest.storedBytes(currentBootID: currentBootID) >= 3 << 20)
 
                 let sentBefore = server.statistics.bodyBytes
-                let (stats, digest) = try await download(url, to: path, options: testOptions(connections: 7))
+                // Stalls the first run left unused are given up on at once.
+                var second = testOptions(connections: 7)
+                second.stallTimeout = .seconds(1)
+                let (stats, digest) = try await download(url, to: path, options: second)
                 #expect(digest == SyntheticContent(size: size, seed: 3).sha256Hex())
                 #expect(stats.resumedBytes >= 3 << 20)
                 #expect(server.statistics.bodyBytes - sentBefore <= size - stats.resumedBytes + (1 << 20))
