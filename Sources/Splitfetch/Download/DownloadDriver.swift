@@ -27,13 +27,13 @@ final class DownloadDriver {
     }
 
     private let engine: Engine
-    private let partial: PartialFile
-    private let io: IOQueue
-    private let shared: SharedMachine
+    let partial: PartialFile
+    let io: IOQueue
+    let shared: SharedMachine
     private let queue = EventQueue<Event>()
     private let since: ContinuousClock.Instant
     private var resource: RemoteResource
-    private var file: OutputFile?
+    var file: OutputFile?
     private let resumedManifest: Manifest?
     /// The probe's `GET` still receiving, until adopted or discarded.
     private let open: OpenProbe?
@@ -49,9 +49,9 @@ final class DownloadDriver {
     private var resumedBytes: Int64 = 0
     private var streamLength: Int64 = 0
     /// What is hashed and checked; decided once the probe has answered.
-    private var digestPlan = DigestPlan()
+    var digestPlan = DigestPlan()
     /// Follows the written prefix when the plan hashes anything.
-    private var hasher: PrefixHasher?
+    var hasher: PrefixHasher?
 
     init(engine: Engine, partial: PartialFile, io: IOQueue, machine: DownloadMachine, resource: RemoteResource,
          existing: PartialFile.Existing?, open: OpenProbe?, since: ContinuousClock.Instant) {
@@ -70,7 +70,7 @@ final class DownloadDriver {
     private var options: DownloadOptions { engine.options }
     /// How the file is fetched, as the machine decided (nil before the probe is answered).
     private var mode: DownloadMachine.Mode? { shared.withLock { $0.mode } }
-    private var url: String { redactedURL(engine.url) }
+    var url: String { redactedURL(engine.url) }
 
     /// Runs the download to its end.
     ///
@@ -224,13 +224,6 @@ final class DownloadDriver {
         try startHasher()
         let now = shared.now()
         return shared.withLock { $0.prepared(now: now) }
-    }
-
-    /// Starts the hasher on the open file when the plan hashes anything; it begins with what is
-    /// written already (a resumed download's contiguous prefix).
-    private func startHasher() throws(DownloadError) {
-        guard digestPlan.hashes, let file else { return }
-        hasher = try PrefixHasher(file: file, algorithms: digestPlan.algorithms, written: shared.withLock { $0.contiguousPrefix })
     }
 
     /// The first transfer emits `.started` and starts the progress ticker.
@@ -402,29 +395,6 @@ final class DownloadDriver {
         let splits = shared.withLock { $0.splitCount }
         return engine.statistics(resource: resource, mode: segmented ? .segmented : .single, size: size, counters: counters,
                                  splits: splits, resumed: resumedBytes, since: since, digests: digests, verified: digestPlan.checks)
-    }
-
-    /// Waits for the hasher's last bytes and checks its digests against the plan's. A mismatch
-    /// discards the file and its manifest: the wrong bytes cannot be told from the right ones,
-    /// so resuming would keep them; the next run downloads the file afresh.
-    ///
-    /// - Returns: the digests computed (none when nothing is hashed).
-    private func checkDigests(size: Int64) async throws(DownloadError) -> [Digest] {
-        guard let hasher, let file else { return [] }
-        let mismatch: DownloadError
-        switch await hasher.finish(at: size) {
-        case .success(let digests):
-            guard let error = digestPlan.mismatch(digests, url: url) else { return digests }
-            mismatch = error
-        case .failure(let error):
-            // The bytes could not be read back: they may be right, so they stay for a resume.
-            file.close()
-            throw error
-        }
-        file.close()
-        let partial = self.partial
-        await io.run { partial.removeOwnData(of: file) }
-        throw mismatch
     }
 
     // MARK: - Errors and manifests
