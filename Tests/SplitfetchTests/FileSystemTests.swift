@@ -166,12 +166,18 @@ import Glibc
             let executor = IOExecutor(threads: 1, name: "sf-test-io")
             let sync = DirectorySync(executor: executor)
             let released = NIOLockedValueBox(false)
+            // The I/O thread stays busy until the five wait (at most two minutes: under
+            // ThreadSanitizer on a loaded machine, ten seconds were once not enough for five
+            // tasks to start).
+            let limit = ContinuousClock.now + .seconds(120)
             executor.enqueue {
-                for _ in 0..<10_000 where !released.withLockedValue({ $0 }) { usleep(1000) }
+                while !released.withLockedValue({ $0 }) && ContinuousClock.now < limit { usleep(1000) }
             }
             await withTaskGroup(of: Void.self) { group in
                 for _ in 0..<5 { group.addTask { await sync.sync(dir) } }
-                for _ in 0..<5_000 where sync.waiting(in: dir) < 5 { try? await Task.sleep(for: .milliseconds(1)) }
+                while sync.waiting(in: dir) < 5 && ContinuousClock.now < limit - .seconds(10) {
+                    try? await Task.sleep(for: .milliseconds(1))
+                }
                 #expect(sync.waiting(in: dir) == 5)
                 released.withLockedValue { $0 = true }
             }
