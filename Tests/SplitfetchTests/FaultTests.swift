@@ -111,7 +111,9 @@ struct FaultTests {
             options.stallTimeout = .seconds(20)
             let stats = try await expectCorrect(server, query: ["fault": "reset", "faultevery": "2", "faultbytes": "100000"],
                                                 options: options)
-            #expect(stats.retries > 0)
+            // The cut responses come back as retries; under ThreadSanitizer on a loaded machine
+            // a slow one can be taken over (a split) before it reaches its cut, once all of them.
+            #expect(stats.retries > 0 || stats.splits > 0)
             // Retries fetch only what is missing: the server sends little more than the file.
             #expect(server.statistics.bodyBytes - before < Self.size + (2 << 20))
         }
