@@ -54,42 +54,38 @@ struct SimulationTests {
         #expect(seen.count == 4, "every kind of persistent fault was drawn: \(seen)")
     }
 
-    /// Straggler mixes (a quarter to a half of the connections 4-32 times slower) finish within
-    /// 1.5 times the ideal: one request latency plus the size over the sum of the rates.
-    @Test func stragglerMixesFinishNearTheIdeal() async {
+    /// Runs seeds 1...300 of a family; every run finishes without a violation, within 1.5 times
+    /// its `ideal`. Returns the ratios, sorted, and prints their median, p90 and worst.
+    static func finishRatios(_ family: String, _ make: (UInt64) -> SimulationScenario,
+                             ideal: (SimulationScenario) -> Double) async -> [Double] {
         var ratios: [Double] = []
         for seed in UInt64(1)...300 {
             if seed % 10 == 0 { await Task.yield() }
-            let scenario = SimulationScenario.straggler(seed: seed)
+            let scenario = make(seed)
             let outcome = Simulator.run(scenario)
-            #expect(outcome.result == .finished && outcome.violations.isEmpty, "\(Self.report(scenario, outcome, family: "straggler"))")
-            let ratio = outcome.seconds / scenario.idealSeconds
+            #expect(outcome.result == .finished && outcome.violations.isEmpty, "\(report(scenario, outcome, family: family))")
+            let ratio = outcome.seconds / ideal(scenario)
             ratios.append(ratio)
-            #expect(ratio <= 1.5, "\(Self.report(scenario, outcome, family: "straggler")): \(ratio) x the ideal")
+            #expect(ratio <= 1.5, "\(report(scenario, outcome, family: family)): \(ratio) x the ideal")
         }
         ratios.sort()
-        print("straggler mixes, finish / ideal over \(ratios.count) runs: median \(ratios[ratios.count / 2]), "
+        print("\(family) mixes, finish / ideal over \(ratios.count) runs: median \(ratios[ratios.count / 2]), "
               + "p90 \(ratios[ratios.count * 9 / 10]), worst \(ratios.last!)")
+        return ratios
+    }
+
+    /// Straggler mixes (a quarter to a half of the connections 4-32 times slower) finish within
+    /// 1.5 times the ideal: one request latency plus the size over the sum of the rates.
+    @Test func stragglerMixesFinishNearTheIdeal() async {
+        _ = await Self.finishRatios("straggler", SimulationScenario.straggler(seed:), ideal: \.idealSeconds)
     }
 
     /// The same mixes read in order through a window of 16-128 MiB, as by a pipe: the reader
     /// gets the file within 1.5 times the healthy connections' ideal (the stragglers' share
     /// counted as nothing), and at least 80 % of that ideal in nine mixes out of ten.
     @Test func stragglerMixesReadInOrderKeepNearTheHealthyIdeal() async {
-        var ratios: [Double] = []
-        for seed in UInt64(1)...300 {
-            if seed % 10 == 0 { await Task.yield() }
-            let scenario = SimulationScenario.streaming(seed: seed)
-            let outcome = Simulator.run(scenario)
-            #expect(outcome.result == .finished && outcome.violations.isEmpty, "\(Self.report(scenario, outcome, family: "streaming"))")
-            let ratio = outcome.seconds / scenario.healthyIdealSeconds
-            ratios.append(ratio)
-            #expect(ratio <= 1.5, "\(Self.report(scenario, outcome, family: "streaming")): \(ratio) x the healthy ideal")
-        }
-        ratios.sort()
+        let ratios = await Self.finishRatios("streaming", SimulationScenario.streaming(seed:), ideal: \.healthyIdealSeconds)
         #expect(ratios[ratios.count * 9 / 10] <= 1.25, "p90 \(ratios[ratios.count * 9 / 10]) x the healthy ideal")
-        print("straggler mixes read in order, finish / healthy ideal over \(ratios.count) runs: median \(ratios[ratios.count / 2]), "
-              + "p90 \(ratios[ratios.count * 9 / 10]), worst \(ratios.last!)")
     }
 
     @Test func theSameSeedGivesTheSameRun() {
