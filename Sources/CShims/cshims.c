@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <time.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,4 +62,20 @@ int sf_rename_noreplace(const char *from, const char *to) {
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+void sf_block_sigpipe_on_this_thread(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+void sf_discard_pending_sigpipe(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    const struct timespec none = {0, 0};
+    while (sigtimedwait(&set, NULL, &none) == SIGPIPE) {
+    }
 }

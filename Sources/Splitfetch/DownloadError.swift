@@ -17,7 +17,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
     public struct Code: Hashable, Sendable, Codable, CustomStringConvertible {
         private enum Base: String, Codable {
             case usage, network, http, protocolViolation, fileIO, interrupted, outputExists, resumeConflict,
-                 badManifest, remoteChanged, sizeLimit, proxy, integrity
+                 badManifest, remoteChanged, sizeLimit, proxy, integrity, outputClosed
         }
 
         private let base: Base
@@ -54,6 +54,9 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
         /// Every byte arrived, but the file's digest is not the one expected (given by the caller
         /// or stated by the server). Nothing is put under the final name; the data is discarded.
         public static let integrity = Code(.integrity)
+        /// The reader of a download read in order went away before the end: the pipe's reader
+        /// exited (`EPIPE`), or the `AsyncSequence`'s consumer stopped iterating.
+        public static let outputClosed = Code(.outputClosed)
 
         /// A stable name: `usage`, `network`, `http`, …
         public var description: String { base.rawValue }

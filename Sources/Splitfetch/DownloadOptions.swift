@@ -26,6 +26,16 @@ public struct DownloadOptions: Sendable {
     /// Longest wait for the probe's answer (a `HEAD` falls back to a ranged `GET`; the GET-first
     /// probe is retried). Default 15 s.
     public var probeTimeout: Duration = .seconds(15)
+    /// For a download read in order (``Download/init(_:writingTo:options:session:)``,
+    /// ``Download/bytes(of:options:session:)``): the most bytes fetched ahead of the reader, held
+    /// in a temporary file in ``temporaryDirectory`` (not in memory) until the reader takes them.
+    /// Ranges are handed out only inside it. Default 64 MiB: a second of 16 connections at
+    /// 4 MiB/s, so a connection's piece (at most a window's share, halved) takes half a second
+    /// and the pieces' requests cost little. At least 1 MiB.
+    public var window: Int64 = 64 << 20
+    /// Where a download read in order keeps its window: an anonymous file, gone when the
+    /// download ends. Default: `$TMPDIR`, or `/tmp`.
+    public var temporaryDirectory: FilePath?
     /// How a new download learns the file's size. Default ``ProbeMethod/get``.
     public var probe: ProbeMethod = .get
     /// Base delay of the exponential retry backoff, in seconds. Default 0.25.
@@ -119,6 +129,7 @@ public struct DownloadOptions: Sendable {
         }
         if userAgent.contains("\r") || userAgent.contains("\n") { throw bad("user agent contains a line break") }
         if let maximumSize, maximumSize < 0 { throw bad("maximum size must not be negative") }
+        guard window >= 1 << 20 else { throw bad("the window must be at least 1 MiB, got \(window) bytes") }
         _ = try DigestPlan(given: expectedDigests, server: [], reported: reportedDigests)  // digests given that disagree
     }
 }

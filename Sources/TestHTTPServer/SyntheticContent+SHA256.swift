@@ -16,11 +16,32 @@ extension SyntheticContent {
             }
             offset += Int64(n)
         }
-        return hasher.finalize().map { byte in
-            let s = String(byte, radix: 16)
-            return s.count == 1 ? "0" + s : s
-        }.joined()
+        return hex(hasher.finalize())
     }
+}
+
+/// Lowercase hex of a digest.
+private func hex(_ digest: SHA256.Digest) -> String {
+    digest.map { byte in
+        let s = String(byte, radix: 16)
+        return s.count == 1 ? "0" + s : s
+    }.joined()
+}
+
+/// SHA-256 of bytes that arrive in pieces (a download read in order), as lowercase hex.
+public struct SHA256Stream {
+    private var hasher = SHA256()
+    /// Bytes hashed so far.
+    public private(set) var count: Int64 = 0
+
+    public init() {}
+
+    public mutating func update(_ bytes: [UInt8]) {
+        hasher.update(data: bytes)
+        count += Int64(bytes.count)
+    }
+
+    public func finish() -> String { hex(hasher.finalize()) }
 }
 
 /// SHA-256 of a file on disk, as lowercase hex.
@@ -37,10 +58,7 @@ public func sha256HexOfFile(atPath path: String) throws -> String {
             break
         }
     }
-    return hasher.finalize().map { byte in
-        let s = String(byte, radix: 16)
-        return s.count == 1 ? "0" + s : s
-    }.joined()
+    return hex(hasher.finalize())
 }
 
 /// A file could not be read for hashing.

@@ -16,6 +16,7 @@ enum ExitStatus: Int32, CaseIterable {
     case sizeLimit = 11
     case proxy = 12
     case integrity = 13
+    case outputClosed = 14
     case interrupted = 130
 
     init(_ code: DownloadError.Code) {
@@ -33,6 +34,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .sizeLimit: self = .sizeLimit
         case .proxy: self = .proxy
         case .integrity: self = .integrity
+        case .outputClosed: self = .outputClosed
         default: self = .failure  // a code newer than this table
         }
     }
@@ -65,6 +67,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .sizeLimit: "the file is larger than --max-size"
         case .proxy: "the proxy wants credentials (407) or refused the request"
         case .integrity: "the file's digest is not the expected one; nothing is kept (see --checksum)"
+        case .outputClosed: "-o -: the reader of standard output exited before the end (EPIPE)"
         case .interrupted: "interrupted by SIGINT or SIGTERM; run the same command to resume"
         }
     }

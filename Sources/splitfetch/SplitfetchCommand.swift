@@ -55,6 +55,12 @@ struct SplitfetchCommand: AsyncParsableCommand {
             guard value.duration > .zero else { throw ValidationError("timeouts must be positive") }
         }
         if let name = output.output, name.isEmpty { throw ValidationError("--output must not be empty") }
+        if output.toStandardOutput {
+            if output.contentDisposition { throw ValidationError("--content-disposition names a file; -o - writes to standard output") }
+            if isatty(STDOUT_FILENO) == 1 {
+                throw ValidationError("-o - writes the file to standard output, which is a terminal; redirect it, or name a file")
+            }
+        }
         if let user = security.user, !user.contains(":") { throw ValidationError("--user must be USER:PASSWORD") }
         if !integrity.checksums.isEmpty && (urls.count > 1 || input.inputFile != nil) {
             throw ValidationError("--checksum is for one file; with several URLs use --checksum-file")
@@ -100,6 +106,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         options.useServerDigests = !integrity.noServerDigest
         options.expectedDigests = (try? integrity.givenDigests()) ?? []  // checked in validate()
         options.reportedDigests = (try? integrity.reportedAlgorithms()) ?? []
+        options.window = output.window.bytes
         return options
     }
 
@@ -179,7 +186,8 @@ struct SplitfetchCommand: AsyncParsableCommand {
             writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified; "
                 + "anyone on the network path can read or change this download\n")
         }
-        let download = Download(url, to: FilePath(path), options: options)
+        let download = output.toStandardOutput ? Download(url, writingTo: .standardOutput, options: options)
+                                               : Download(url, to: FilePath(path), options: options)
         let work = Task { try await download.run() }
         let signals = SignalForwarder(onSignal: { work.cancel() })
         defer { signals.stop() }
@@ -209,6 +217,9 @@ struct SplitfetchCommand: AsyncParsableCommand {
             }
             return .success
         case .failure(let error as DownloadError):
+            // The reader of a pipe sees its end before the message: `set -o pipefail` then
+            // sees this status.
+            if output.toStandardOutput { close(STDOUT_FILENO) }
             let status: ExitStatus = error.code == .interrupted ? .interrupted : ExitStatus(error.code)
             if let statsJson = output.statsJson {
                 // Machine readers learn why, not only that, a run failed.

@@ -21,8 +21,15 @@ struct InputOptions: ParsableArguments {
 /// Where the file goes and what is kept.
 struct OutputOptions: ParsableArguments {
     @Option(name: [.customShort("o", allowingJoined: true), .long],
-            parsing: .unconditional, help: ArgumentHelp("Output file name (default: the last path component of the URL).", valueName: "name"))
+            parsing: .unconditional, help: ArgumentHelp("Output file name (default: the last path component of the URL); '-' writes the file to standard output, in order.", valueName: "name"))
     var output: String?
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("With -o -: the most bytes fetched ahead of what standard output has taken, held in a temporary file in $TMPDIR (default 64M).",
+                                                        valueName: "size"))
+    var window = ByteSize(defaults.window)
+
+    /// `-o -`: the file goes to standard output.
+    var toStandardOutput: Bool { output == "-" }
 
     @Option(name: [.customShort("d", allowingJoined: true), .long],
             parsing: .unconditional, help: ArgumentHelp("Directory for the output; a relative --output is taken inside it.", valueName: "dir"))

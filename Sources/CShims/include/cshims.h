@@ -26,4 +26,12 @@ int sf_name_unnamed(int fd, const char *path);
 /// errno set (EEXIST; EINVAL or ENOSYS where unsupported).
 int sf_rename_noreplace(const char *from, const char *to);
 
+/// Blocks SIGPIPE for the calling thread only, so that a write to a pipe whose reader has gone
+/// fails with EPIPE on that thread instead of ending the process.
+void sf_block_sigpipe_on_this_thread(void);
+
+/// Takes a SIGPIPE pending for the calling thread (after an EPIPE while it was blocked), so it
+/// is never delivered later.
+void sf_discard_pending_sigpipe(void);
+
 #endif

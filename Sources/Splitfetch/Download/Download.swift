@@ -30,6 +30,8 @@ public final class Download: Sendable {
     private let continuation: AsyncStream<DownloadEvent>.Continuation
     private let started = Atomic<Bool>(false)
     private let session: Session?
+    /// Takes the file in order instead of ``destination`` (a download read in order).
+    let consumer: (any ByteConsumer)?
     /// Whether the network part is over, and who waits for it (``transferred()``).
     private let network = NIOLockedValueBox<(over: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
@@ -41,7 +43,28 @@ public final class Download: Sendable {
     ///   - options: connection count, timeouts, retries and the rest.
     ///   - session: a ``Session`` to share connections with other downloads; by default the
     ///     download has a transport of its own.
-    public init(_ url: String, to destination: FilePath, options: DownloadOptions = DownloadOptions(), session: Session? = nil) {
+    public convenience init(_ url: String, to destination: FilePath, options: DownloadOptions = DownloadOptions(), session: Session? = nil) {
+        self.init(url, destination: destination, consumer: nil, options: options, session: session)
+    }
+
+    /// Describes a download read in order into `descriptor` (a pipe, a socket, standard output):
+    /// the file's bytes are written there from the first to the last, while several connections
+    /// fetch ranges inside a window of ``DownloadOptions/window`` bytes ahead of what was written.
+    ///
+    /// When the reader is slow, the writes block and the connections pause: the bytes held
+    /// never exceed the window, and they wait in an anonymous temporary file, not in memory. A
+    /// reader that goes away (`EPIPE`) ends the download with
+    /// ``DownloadError/Code/outputClosed``. Nothing can be resumed, and nothing is written under
+    /// a file name; ``destination`` is `-`. The caller owns `descriptor` and closes it.
+    public convenience init(_ url: String, writingTo descriptor: FileDescriptor, options: DownloadOptions = DownloadOptions(),
+                            session: Session? = nil) {
+        let name = descriptor == .standardOutput ? "standard output" : "file descriptor \(descriptor.rawValue)"
+        self.init(url, destination: "-", consumer: DescriptorConsumer(descriptor: descriptor, name: name), options: options,
+                  session: session)
+    }
+
+    init(_ url: String, destination: FilePath, consumer: (any ByteConsumer)?, options: DownloadOptions, session: Session?) {
+        self.consumer = consumer
         self.session = session
         self.url = url
         self.destination = destination
@@ -92,10 +115,11 @@ public final class Download: Sendable {
             throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
         }
         let transport = session?.transport ?? CurlTransport(maximumConnections: options.connections)
-        let engine = Engine(url: url, destination: destination.string, options: options, transport: transport,
+        var engine = Engine(url: url, destination: destination.string, options: options, transport: transport,
                             policy: RequestPolicy(url: url, options: options),
                             emit: { [continuation] in continuation.yield($0) },
                             transferred: { [weak self] in self?.networkOver() })
+        engine.consumer = consumer
         let result: Result<DownloadStatistics, DownloadError>
         do {
             result = .success(try await engine.run())

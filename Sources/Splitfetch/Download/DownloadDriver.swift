@@ -19,6 +19,8 @@ final class DownloadDriver {
         /// The URL given was resolved again: the file it leads to now, if it is the same one.
         case resolved(RemoteResource?)
         case cancel
+        /// From the reader of a download read in order: its progress, or its failure.
+        case reader(PrefixReader.Report)
     }
 
     private enum Step {
@@ -26,13 +28,13 @@ final class DownloadDriver {
         case finished(DownloadStatistics)
     }
 
-    private let engine: Engine
+    let engine: Engine
     let partial: PartialFile
     let io: IOQueue
     let shared: SharedMachine
-    private let queue = EventQueue<Event>()
+    let queue = EventQueue<Event>()
     private let since: ContinuousClock.Instant
-    private var resource: RemoteResource
+    var resource: RemoteResource
     var file: OutputFile?
     private let resumedManifest: Manifest?
     /// The probe's `GET` still receiving, until adopted or discarded.
@@ -50,8 +52,12 @@ final class DownloadDriver {
     private var streamLength: Int64 = 0
     /// What is hashed and checked; decided once the probe has answered.
     var digestPlan = DigestPlan()
-    /// Follows the written prefix when the plan hashes anything.
-    var hasher: PrefixHasher?
+    /// Follows the written prefix when the plan hashes anything or a consumer reads in order.
+    var reader: PrefixReader?
+    /// Why the consumer of a download read in order stopped taking bytes, once it did.
+    var outputFailure: DownloadError?
+    /// Takes the file in order (a pipe): the file is then a ring, not a partial file.
+    var consumer: (any ByteConsumer)? { engine.consumer }
 
     init(engine: Engine, partial: PartialFile, io: IOQueue, machine: DownloadMachine, resource: RemoteResource,
          existing: PartialFile.Existing?, open: OpenProbe?, since: ContinuousClock.Instant) {
@@ -67,7 +73,7 @@ final class DownloadDriver {
         resumedBytes = machine.writtenBytes
     }
 
-    private var options: DownloadOptions { engine.options }
+    var options: DownloadOptions { engine.options }
     /// How the file is fetched, as the machine decided (nil before the probe is answered).
     private var mode: DownloadMachine.Mode? { shared.withLock { $0.mode } }
     var url: String { redactedURL(engine.url) }
@@ -81,7 +87,7 @@ final class DownloadDriver {
             timer?.task.cancel()
             ticker?.cancel()
             resolution?.cancel()
-            hasher?.stop()
+            reader?.stop()
             // Never expected: the machine ends only after every transfer did. Should an error
             // escape early, no transfer may outlive the file it writes to.
             for task in transfers.values { task.cancel() }
@@ -94,7 +100,7 @@ final class DownloadDriver {
                                                  redirected: resource.finalURL != engine.policy.url, inOrder: digestPlan.hashes)
         let now = shared.now()
         var pending = shared.withLock { $0.probed(answer, now: now) }
-        if file != nil { try startHasher() }  // resumed: the file is open already
+        if file != nil { try startReader() }  // resumed: the file is open already
         if let open {
             if let id = shared.withLock({ $0.openBodyTransfer }) { watch(open, as: id) } else { open.discard() }
         }
@@ -135,6 +141,13 @@ final class DownloadDriver {
             if let fresh { resource.finalURL = fresh.finalURL }
             return shared.withLock { $0.resolved(sameFile: fresh != nil, now: now) }
         case .cancel:
+            return shared.withLock { $0.cancel(now: now) }
+        case .reader(.delivered(let offset)):
+            return shared.withLock { $0.delivered(through: offset, now: now) }
+        case .reader(.failed(let error)):
+            // The consumer went away (or the bytes could not be read back): nothing more can
+            // reach it, so the download stops, with this error.
+            if outputFailure == nil { outputFailure = error }
             return shared.withLock { $0.cancel(now: now) }
         }
     }
@@ -192,6 +205,7 @@ final class DownloadDriver {
 
     /// Creates the partial file (and the first manifest) on the I/O queue.
     private func prepare(_ preparation: DownloadMachine.Preparation) async throws -> [DownloadMachine.Action] {
+        if consumer != nil { return try await prepareRing(preparation) }
         let size: Int64?
         switch preparation.mode {
         case .segmented(let s): size = s
@@ -221,7 +235,7 @@ final class DownloadDriver {
             }
             return file
         }
-        try startHasher()
+        try startReader()
         let now = shared.now()
         return shared.withLock { $0.prepared(now: now) }
     }
@@ -252,11 +266,11 @@ final class DownloadDriver {
         if let range = start.range {
             return SegmentSink(machine: shared, transfer: start.id, file: file!, counters: counter, requested: range,
                                total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: resource.etag,
-                               lastModified: resource.lastModified, sentIfRange: sentIfRange, hasher: hasher)
+                               lastModified: resource.lastModified, sentIfRange: sentIfRange, reader: reader)
         }
         counter.bytes.store(0, ordering: .relaxed)
         return StreamSink(machine: shared, transfer: start.id, file: file!, counters: counter, expectedSize: resource.size,
-                          url: url, maximumSize: options.maximumSize, hasher: hasher)
+                          url: url, maximumSize: options.maximumSize, reader: reader)
     }
 
     private func begin(_ start: DownloadMachine.TransferStart) {
@@ -296,6 +310,8 @@ final class DownloadDriver {
     }
 
     private func save(_ checkpoint: DownloadMachine.Checkpoint) {
+        // A download read in order cannot resume: there is no manifest to save.
+        if consumer != nil { return queue.post(.checkpointEnded(checkpoint.id, nil)) }
         let writer = CheckpointWriter(file: file!, store: partial.store, template: manifestTemplate(size: shared.withLock { $0.table?.size ?? 0 }))
         let segments = checkpoint.segments
         let (queue, id, durable, partial) = (queue, checkpoint.id, checkpoint.durable, partial)
@@ -338,11 +354,15 @@ final class DownloadDriver {
 
     /// A `206` named another size: start over from a ranged probe.
     private func probeAgain() async throws -> [DownloadMachine.Action] {
+        if consumer != nil {
+            // Bytes of the old file may have reached the reader already: nothing can be undone.
+            throw DownloadError(.remoteChanged, "\(url): the file changed size on the server while it was read in order")
+        }
         ticker?.cancel()
         ticker = nil
         counters = []
-        hasher?.stop()
-        hasher = nil
+        reader?.stop()
+        reader = nil
         let (partial, old) = (self.partial, file)
         old?.close()
         file = nil
@@ -361,7 +381,7 @@ final class DownloadDriver {
         beginReporting()
         ticker?.cancel()
         for counter in counters { counter.set(.done) }
-        let (partial, file, length) = (self.partial, self.file!, streamLength)
+        let (file, length) = (self.file!, streamLength)
         let segmented: Bool
         let unknownSize: Bool
         switch mode {
@@ -375,6 +395,19 @@ final class DownloadDriver {
         default: size = resource.size ?? length
         }
         let digests = try await checkDigests(size: size)
+        if consumer != nil {
+            file.close()  // read in order: every byte has reached the reader; nothing to put in place
+        } else {
+            try await putInPlace(file, segmented: segmented, unknownSize: unknownSize, length: length)
+        }
+        let splits = shared.withLock { $0.splitCount }
+        return engine.statistics(resource: resource, mode: segmented ? .segmented : .single, size: size, counters: counters,
+                                 splits: splits, resumed: resumedBytes, since: since, digests: digests, verified: digestPlan.checks)
+    }
+
+    /// Syncs the finished file and gives it its final name; the directory's sync makes the name last.
+    private func putInPlace(_ file: OutputFile, segmented: Bool, unknownSize: Bool, length: Int64) async throws {
+        let partial = self.partial
         do {
             try await io.run { () throws(DownloadError) in
                 if unknownSize {
@@ -392,9 +425,6 @@ final class DownloadDriver {
         // The rename lasts once the directory is synced: by a sync that starts now, perhaps shared
         // with other downloads' renames.
         await DirectorySync.shared.sync(partial.store.directory)
-        let splits = shared.withLock { $0.splitCount }
-        return engine.statistics(resource: resource, mode: segmented ? .segmented : .single, size: size, counters: counters,
-                                 splits: splits, resumed: resumedBytes, since: since, digests: digests, verified: digestPlan.checks)
     }
 
     // MARK: - Errors and manifests
@@ -404,6 +434,7 @@ final class DownloadDriver {
     }
 
     private func error(for failure: DownloadMachine.Failure, finalCheckpointFailed: Bool) -> DownloadError {
+        if let outputFailure { return outputFailure }
         let segmented: Bool
         if case .segmented? = mode { segmented = true } else { segmented = false }
         let (written, size) = shared.withLock { ($0.writtenBytes, $0.table?.size ?? 0) }

@@ -12,11 +12,15 @@ struct Engine: Sendable {
     let emit: @Sendable (DownloadEvent) -> Void
     /// Called once every byte has arrived, before the file is synced and renamed.
     var transferred: @Sendable () -> Void = {}
+    /// Takes the file in order instead of a file on disk (a pipe): no local files are looked
+    /// at, nothing is resumed, and the machine keeps its ranges inside the window.
+    var consumer: (any ByteConsumer)?
 
     var partial: PartialFile { PartialFile(url: redactedURL(url), destination: destination, options: options) }
 
     func run() async throws -> DownloadStatistics {
         let start = ContinuousClock.now
+        if consumer != nil { return try await runInOrder(since: start) }
         guard options.useContentDisposition else { return try await runWithLocalChecks(probed: nil, since: start) }
         // The name depends on the server's answer: probe first, then look at local files.
         let resource = try await probe()
@@ -130,6 +134,18 @@ struct Engine: Sendable {
         handedOver = true
         return try await DownloadDriver(engine: self, partial: partial, io: io, machine: machine, resource: resource,
                                         existing: existing, open: open, since: start).run()
+    }
+
+    /// A download read in order: probe, then the driver with a window and no checkpoints (a
+    /// pipe cannot be resumed).
+    private func runInOrder(since start: ContinuousClock.Instant) async throws -> DownloadStatistics {
+        let (resource, open) = try await probe(getFirst: options.probe == .get && !options.asksForObjectChecksum)
+        var configuration = machineConfiguration()
+        configuration.window = options.window
+        configuration.quickCheckpointInterval = 0
+        configuration.durableCheckpointInterval = 0
+        return try await DownloadDriver(engine: self, partial: partial, io: IOQueue(), machine: DownloadMachine(configuration: configuration),
+                                        resource: resource, existing: nil, open: open, since: start).run()
     }
 
     /// The core's tunables, from the options; the jitter's seed differs between runs.

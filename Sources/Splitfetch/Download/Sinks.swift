@@ -18,8 +18,9 @@ final class SegmentSink: TransferSink, Sendable {
     let etag: String?
     let lastModified: String?
     let sentIfRange: Bool
-    let hasher: PrefixHasher?
+    let reader: PrefixReader?
     private let written: Atomic<Int64>
+    private let pause = PauseState()
     /// Where the accepted response's body ends (exclusive); 0 until a response is accepted.
     private let acceptedThrough = Atomic<Int64>(0)
 
@@ -32,8 +33,8 @@ final class SegmentSink: TransferSink, Sendable {
 
     init(machine: SharedMachine, transfer: DownloadMachine.TransferID, file: OutputFile, counters: WorkerCounters,
          requested: ByteRange, total: Int64, url: String, etag: String?, lastModified: String?, sentIfRange: Bool,
-         hasher: PrefixHasher? = nil) {
-        self.hasher = hasher
+         reader: PrefixReader? = nil) {
+        self.reader = reader
         self.etag = etag
         self.lastModified = lastModified
         self.sentIfRange = sentIfRange
@@ -63,15 +64,18 @@ final class SegmentSink: TransferSink, Sendable {
         let end = acceptedThrough.load(ordering: .relaxed)
         let offset = written.load(ordering: .relaxed)
         var count = Int64(body.count)
-        counters.received.wrappingAdd(count, ordering: .relaxed)
         if offset + count > end {
             guard head.status == 200 else {
+                counters.received.wrappingAdd(count, ordering: .relaxed)
                 return .fail(DownloadError(.protocolViolation,
                     "\(redactedURL(url)): body runs past the range ending at byte \(end - 1)", isTransient: true))
             }
             count = end - offset  // a whole file from byte 0: this segment needs only its start
         }
         let (id, at) = (transfer, offset)
+        // A paused piece comes again: it is counted once, when taken.
+        if pause.shouldPause(through: offset + count, reader: reader, machine: machine, transfer: id) { return .pause }
+        counters.received.wrappingAdd(Int64(body.count), ordering: .relaxed)
         let allowed = count > 0 ? machine.withLock { $0.claim(id, offset: at, count: count) } : 0
         if allowed > 0 {
             do {
@@ -86,14 +90,44 @@ final class SegmentSink: TransferSink, Sendable {
             // next checkpoint's) finds them on their way. A small file is one segment.
             if through == end { file.startWriteback(ByteRange(requested.lowerBound, end)) }
             let now = machine.now()
-            if let hasher {
-                hasher.advance(to: machine.withLock { $0.commit(id, through: through, now: now); return $0.contiguousPrefix })
+            if let reader {
+                reader.advance(to: machine.withLock { $0.commit(id, through: through, now: now); return $0.contiguousPrefix })
             } else {
                 machine.withLock { $0.commit(id, through: through, now: now) }
             }
             counters.bytes.wrappingAdd(allowed, ordering: .relaxed)
         }
         return allowed < Int64(body.count) ? .stop : .proceed
+    }
+
+    func resumeWhenReady(_ resume: @escaping @Sendable () -> Void) { pause.resumeWhenReady(reader: reader, resume) }
+}
+
+/// Pauses a sink's transfer while its next piece would pass the end of a reader's ring, and
+/// tells the machine, so that a connection waiting for the reader is never taken for stalled.
+///
+/// Thread safety: used by one sink on the transport thread; atomics for the hand-over.
+final class PauseState: Sendable {
+    /// The end of the piece waiting for room (0: not paused).
+    private let waitingThrough = Atomic<Int64>(0)
+
+    /// Whether the piece ending at `through` must wait: the reader has not made room for it.
+    /// Tells the machine when the transfer pauses and when it goes on.
+    func shouldPause(through: Int64, reader: PrefixReader?, machine: SharedMachine, transfer: DownloadMachine.TransferID) -> Bool {
+        guard let reader else { return false }
+        let fits = reader.admits(through: through)
+        let wasPaused = waitingThrough.load(ordering: .relaxed) != 0
+        if fits != wasPaused { return !fits }  // no change
+        let now = machine.now()
+        machine.withLock { $0.paused(transfer, !fits, now: now) }
+        waitingThrough.store(fits ? 0 : through, ordering: .relaxed)
+        return !fits
+    }
+
+    func resumeWhenReady(reader: PrefixReader?, _ resume: @escaping @Sendable () -> Void) {
+        let through = waitingThrough.load(ordering: .relaxed)
+        guard let reader, through > 0 else { return resume() }
+        reader.resumeWhen(through: through, resume)
     }
 }
 
@@ -108,16 +142,17 @@ final class StreamSink: TransferSink, Sendable {
     let expectedSize: Int64?
     let url: String
     let maximumSize: Int64?
-    let hasher: PrefixHasher?
+    let reader: PrefixReader?
     private let written = Atomic<Int64>(0)
+    private let pause = PauseState()
     private let validated = Atomic<Bool>(false)
 
     /// Bytes written from offset 0.
     var offset: Int64 { written.load(ordering: .relaxed) }
 
     init(machine: SharedMachine, transfer: DownloadMachine.TransferID, file: OutputFile, counters: WorkerCounters,
-         expectedSize: Int64?, url: String, maximumSize: Int64?, hasher: PrefixHasher? = nil) {
-        self.hasher = hasher
+         expectedSize: Int64?, url: String, maximumSize: Int64?, reader: PrefixReader? = nil) {
+        self.reader = reader
         self.machine = machine
         self.transfer = transfer
         self.maximumSize = maximumSize
@@ -158,6 +193,7 @@ final class StreamSink: TransferSink, Sendable {
         }
         let offset = written.load(ordering: .relaxed)
         let count = Int64(body.count)
+        if pause.shouldPause(through: offset + count, reader: reader, machine: machine, transfer: transfer) { return .pause }
         counters.received.wrappingAdd(count, ordering: .relaxed)
         if let expectedSize, offset + count > expectedSize {
             return .fail(DownloadError(.protocolViolation, "\(redactedURL(url)): body longer than its \(expectedSize) bytes", isTransient: true))
@@ -176,7 +212,9 @@ final class StreamSink: TransferSink, Sendable {
         counters.bytes.wrappingAdd(count, ordering: .relaxed)
         let (id, now) = (transfer, machine.now())
         machine.withLock { $0.commit(id, through: through, now: now) }  // progress, for the stall deadline
-        hasher?.advance(to: through)
+        reader?.advance(to: through)
         return .proceed
     }
+
+    func resumeWhenReady(_ resume: @escaping @Sendable () -> Void) { pause.resumeWhenReady(reader: reader, resume) }
 }

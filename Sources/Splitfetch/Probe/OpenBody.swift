@@ -99,7 +99,7 @@ final class OpenBodySink: TransferSink, Sendable {
             if !state.buffer.isEmpty, let head = state.head {
                 var verdict = SinkVerdict.proceed
                 state.buffer.forEachChunk { bytes in
-                    verdict = inner.receive(bytes, head: head)
+                    verdict = Self.deliver(bytes, head: head, to: inner)
                     if case .proceed = verdict { return true }
                     return false
                 }
@@ -109,6 +109,23 @@ final class OpenBodySink: TransferSink, Sendable {
             for waiter in state.settleWaiters { waiter.resume(returning: inner) }
             state.settleWaiters = []
         }
+    }
+
+    /// Hands held bytes to `inner`; when it pauses (a reader in order is behind), waits here
+    /// until it has room. `attach` runs on the I/O queue's thread, which may block.
+    private static func deliver(_ bytes: UnsafeRawBufferPointer, head: ResponseHead, to inner: any TransferSink) -> SinkVerdict {
+        while true {
+            let verdict = inner.receive(bytes, head: head)
+            guard verdict == .pause else { return verdict }
+            let gate = OneShotGate()
+            inner.resumeWhenReady { gate.open() }
+            gate.wait()
+        }
+    }
+
+    func resumeWhenReady(_ resume: @escaping @Sendable () -> Void) {
+        guard let inner = state.withLockedValue({ $0.inner }) else { return resume() }
+        inner.resumeWhenReady(resume)
     }
 
     /// The body will not be used: drop what is held and stop at the next byte.
@@ -140,7 +157,7 @@ final class OpenBodySink: TransferSink, Sendable {
         switch state.withLockedValue({ $0.flushVerdict }) {
         case .fail(let error)?: result.sinkError = error
         case .stop?: result.stoppedBySink = true
-        case .proceed?, nil: break
+        case .proceed?, .pause?, nil: break
         }
         return result
     }

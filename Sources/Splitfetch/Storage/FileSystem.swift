@@ -97,6 +97,18 @@ enum FileSystem {
 
     private static let procIsMounted = isDirectory("/proc/self/fd")
 
+    /// A new file in `directory` that no name leads to and that is gone when closed: an unnamed
+    /// one (`O_TMPFILE`) where the file system can, otherwise one made by `mkstemp` and unlinked
+    /// at once.
+    static func createAnonymous(inDirectory directory: String) throws(Errno) -> FileDescriptor {
+        if let fd = try createUnnamed(inDirectory: directory) { return fd }
+        var template = Array((directory + "/.splitfetch-XXXXXX").utf8CString)
+        let raw = try retryingInterrupts { template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) } }
+        _ = template.withUnsafeBufferPointer { unlink($0.baseAddress!) }
+        _ = fcntl(raw, F_SETFD, FD_CLOEXEC)
+        return FileDescriptor(rawValue: raw)
+    }
+
     /// A second name for `source`; fails with `EEXIST` rather than replacing `target`.
     static func link(_ source: String, to target: String) throws(Errno) {
         try retryingInterrupts { Glibc.link(source, target) }
@@ -203,13 +215,13 @@ enum FileSystem {
         _ = sf_start_writeback(fd.rawValue, offset, length)
     }
 
-    /// The directory part of a path (`.` for a bare name).
     /// `$TMPDIR`, or `/tmp`.
     static var temporaryDirectory: String {
         if let value = getenv("TMPDIR"), value.pointee != 0 { return String(cString: value) }
         return "/tmp"
     }
 
+    /// The directory part of a path (`.` for a bare name).
     static func parentDirectory(of path: String) -> String {
         let parent = FilePath(path).removingLastComponent()
         return parent.isEmpty ? "." : parent.string

@@ -17,14 +17,53 @@ final class OutputFile: Sendable {
     let descriptor: FileDescriptor
     /// For tests: writes reaching past this offset fail as if the disk were full.
     let injectedFullDiskOffset: Int64?
+    /// A ring (``createRing(capacity:inDirectory:)``): the file's byte at offset `o` is kept at
+    /// `o % ringCapacity`. `nil`: a plain file.
+    let ringCapacity: Int64?
     private let closed = Atomic<Bool>(false)
     private let named: Atomic<Bool>
 
-    private init(path: String, descriptor: FileDescriptor, injectedFullDiskOffset: Int64?, named: Bool = true) {
+    private init(path: String, descriptor: FileDescriptor, injectedFullDiskOffset: Int64?, named: Bool = true,
+                 ringCapacity: Int64? = nil) {
         self.path = path
         self.descriptor = descriptor
         self.injectedFullDiskOffset = injectedFullDiskOffset
         self.named = Atomic(named)
+        self.ringCapacity = ringCapacity
+    }
+
+    /// A ring of `capacity` bytes in an anonymous file in `directory` (gone when closed), for a
+    /// download read in order: it holds the bytes between the reader and the end of its window,
+    /// each at its offset modulo the capacity. The caller keeps every byte written within
+    /// `capacity` of the lowest byte not yet read back.
+    static func createRing(capacity: Int64, inDirectory directory: String) throws(DownloadError) -> OutputFile {
+        precondition(capacity > 0)
+        let path = directory + "/(window buffer)"
+        let fd: FileDescriptor
+        do { fd = try FileSystem.createAnonymous(inDirectory: directory) } catch { throw .fileSystem(error, .create, path: path) }
+        let ring = OutputFile(path: path, descriptor: fd, injectedFullDiskOffset: nil, named: false, ringCapacity: capacity)
+        do throws(DownloadError) {
+            try ring.checkFreeSpace(for: capacity)
+            try ring.preallocate(capacity)
+        } catch {
+            ring.close()
+            throw error
+        }
+        return ring
+    }
+
+    /// Calls `body` with the file's own offset and the part of `count` bytes at the download's
+    /// offset `offset` stored contiguously there: once for a plain file, twice where a ring wraps.
+    private func forEachStoredPart(at offset: Int64, count: Int,
+                                   _ body: (_ fileOffset: Int64, _ range: Range<Int>) throws(DownloadError) -> Void) throws(DownloadError) {
+        guard let capacity = ringCapacity else { return try body(offset, 0..<count) }
+        var done = 0
+        while done < count {
+            let at = (offset + Int64(done)) % capacity
+            let part = Int(min(Int64(count - done), capacity - at))
+            try body(at, done..<(done + part))
+            done += part
+        }
     }
 
     /// A second descriptor of the same file, for a reader (the hasher) that must be able to go on
@@ -32,7 +71,7 @@ final class OutputFile: Sendable {
     /// been reused. The reader closes it.
     func duplicate() throws(DownloadError) -> OutputFile {
         let copy = try perform(.open) { () throws(Errno) in try FileSystem.system { try descriptor.duplicate() } }
-        return OutputFile(path: path, descriptor: copy, injectedFullDiskOffset: nil, named: isNamed)
+        return OutputFile(path: path, descriptor: copy, injectedFullDiskOffset: nil, named: isNamed, ringCapacity: ringCapacity)
     }
 
     /// Whether the file has a name on disk (``path``) yet.
@@ -135,21 +174,28 @@ final class OutputFile: Sendable {
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(DownloadError) {
         try perform(.write(bytes: bytes.count, offset: offset)) { () throws(Errno) in
             if let limit = injectedFullDiskOffset, offset + Int64(bytes.count) > limit { throw .noSpace }
-            _ = try FileSystem.system { try descriptor.writeAll(toAbsoluteOffset: offset, bytes) }
+        }
+        try forEachStoredPart(at: offset, count: bytes.count) { (at, range) throws(DownloadError) in
+            try perform(.write(bytes: bytes.count, offset: offset)) { () throws(Errno) in
+                _ = try FileSystem.system { try descriptor.writeAll(toAbsoluteOffset: at, UnsafeRawBufferPointer(rebasing: bytes[range])) }
+            }
         }
     }
 
     /// Fills `buffer` from `offset`, retrying short reads and `EINTR`; reading past the end is an
     /// error (the hasher reads only bytes already written).
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(DownloadError) {
-        try perform(.read) { () throws(Errno) in
-            var done = 0
-            while done < buffer.count {
-                let count = try FileSystem.system {
-                    try descriptor.read(fromAbsoluteOffset: offset + Int64(done), into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]))
+        try forEachStoredPart(at: offset, count: buffer.count) { (at, range) throws(DownloadError) in
+            try perform(.read) { () throws(Errno) in
+                var done = range.lowerBound
+                while done < range.upperBound {
+                    let count = try FileSystem.system {
+                        try descriptor.read(fromAbsoluteOffset: at + Int64(done - range.lowerBound),
+                                            into: UnsafeMutableRawBufferPointer(rebasing: buffer[done..<range.upperBound]))
+                    }
+                    if count == 0 { throw Errno.ioError }  // the file is shorter than what was written to it
+                    done += count
                 }
-                if count == 0 { throw Errno.ioError }  // the file is shorter than what was written to it
-                done += count
             }
         }
     }
@@ -162,6 +208,7 @@ final class OutputFile: Sendable {
     /// Asks the kernel to start writing dirty pages (of `range`, or all) to disk without waiting, so
     /// the `fdatasync` of a later checkpoint or of the finish has little left to do.
     func startWriteback(_ range: ByteRange? = nil) {
+        guard ringCapacity == nil else { return }  // a ring's bytes are read back and overwritten, never kept
         FileSystem.startWriteback(descriptor, offset: range?.lowerBound ?? 0, length: range?.count ?? 0)
     }
 

@@ -24,6 +24,8 @@ final class CurlTransport: Sendable {
     private enum Message {
         case add(Transfer)
         case cancel(Transfer)
+        /// A paused transfer (its sink said ``SinkVerdict/pause``) may go on.
+        case resume(UInt64)
     }
 
     private struct Inbox {
@@ -70,6 +72,7 @@ final class CurlTransport: Sendable {
     /// `cancelled` set.
     func perform(_ request: TransferRequest, sink: (any TransferSink)?) async -> TransferResult {
         let transfer = Transfer(id: nextID.wrappingAdd(1, ordering: .relaxed).oldValue, request: request, sink: sink)
+        transfer.resume = { [weak self, id = transfer.id] in self?.post(.resume(id)) }
         underWay.wrappingAdd(1, ordering: .relaxed)
         defer { underWay.wrappingSubtract(1, ordering: .relaxed) }
         return await withTaskCancellationHandler {
@@ -213,6 +216,10 @@ final class CurlTransport: Sendable {
                     switch message {
                     case .add(let transfer): start(transfer, multi: multi)
                     case .cancel(let transfer): cancel(transfer, multi: multi)
+                    case .resume(let id):
+                        // Gone already (ended or cancelled): nothing to resume. The sink takes
+                        // the held piece again, perhaps inside this call.
+                        if let easy = active[id]?.easy { _ = curl_easy_pause(easy, 0) }  // CURLPAUSE_CONT
                     }
                 }
                 if shuttingDown {

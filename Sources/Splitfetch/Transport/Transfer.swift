@@ -22,6 +22,9 @@ final class Transfer: @unchecked Sendable {
     let cancelRequested = Atomic<Bool>(false)
 
     var continuation: CheckedContinuation<TransferResult, Never>?
+    /// Asks the transport thread to go on with a paused transfer; set by the transport before
+    /// the transfer starts.
+    var resume: (@Sendable () -> Void)?
     var result = TransferResult()
     var head = ResponseHead()
     var headerBytes = 0
@@ -148,6 +151,10 @@ final class Transfer: @unchecked Sendable {
         case .fail(let error):
             result.sinkError = error
             return 0
+        case .pause:
+            // libcurl keeps this piece and offers it again after `curl_easy_pause(CONT)`.
+            sink.resumeWhenReady(resume ?? {})
+            return Int(CURL_WRITEFUNC_PAUSE)
         }
     }
 
