@@ -33,23 +33,23 @@ final class DownloadDriver {
     let io: IOQueue
     let shared: SharedMachine
     let queue = EventQueue<Event>()
-    private let since: ContinuousClock.Instant
+    let since: ContinuousClock.Instant
     var resource: RemoteResource
     var file: OutputFile?
-    private let resumedManifest: Manifest?
+    let resumedManifest: Manifest?
     /// The probe's `GET` still receiving, until adopted or discarded.
     private let open: OpenProbe?
 
     private var transfers: [DownloadMachine.TransferID: Task<Void, Never>] = [:]
     private var connectionOf: [DownloadMachine.TransferID: Int] = [:]
-    private var failures = FailureRecord()
+    var failures = FailureRecord()
     private var timer: (deadline: Double, task: Task<Void, Never>)?
     /// A re-resolution of the URL given, while one is out.
     private var resolution: Task<Void, Never>?
-    private var counters: [WorkerCounters] = []
-    private var ticker: Task<Void, Never>?
-    private var resumedBytes: Int64 = 0
-    private var streamLength: Int64 = 0
+    var counters: [WorkerCounters] = []
+    var ticker: Task<Void, Never>?
+    var resumedBytes: Int64 = 0
+    var streamLength: Int64 = 0
     /// What is hashed and checked; decided once the probe has answered.
     var digestPlan = DigestPlan()
     /// Follows the written prefix when the plan hashes anything or a consumer reads in order.
@@ -75,7 +75,7 @@ final class DownloadDriver {
 
     var options: DownloadOptions { engine.options }
     /// How the file is fetched, as the machine decided (nil before the probe is answered).
-    private var mode: DownloadMachine.Mode? { shared.withLock { $0.mode } }
+    var mode: DownloadMachine.Mode? { shared.withLock { $0.mode } }
     var url: String { redactedURL(engine.url) }
 
     /// Runs the download to its end.
@@ -241,7 +241,7 @@ final class DownloadDriver {
     }
 
     /// The first transfer emits `.started` and starts the progress ticker.
-    private func beginReporting() {
+    func beginReporting() {
         guard counters.isEmpty else { return }
         let (count, size) = shared.withLock { ($0.connectionCount, $0.table?.size) }
         counters = (0..<max(1, count)).map { WorkerCounters(id: $0) }
@@ -373,83 +373,5 @@ final class DownloadDriver {
         let (answer, now) = (DownloadMachine.ProbeAnswer(size: confirmed.size, acceptsRanges: confirmed.acceptsRanges,
                                                          inOrder: digestPlan.hashes), shared.now())
         return shared.withLock { $0.probed(answer, now: now) }
-    }
-
-    /// Syncs and renames the file into place on the I/O queue.
-    private func finish() async throws -> DownloadStatistics {
-        engine.transferred()
-        beginReporting()
-        ticker?.cancel()
-        for counter in counters { counter.set(.done) }
-        let (file, length) = (self.file!, streamLength)
-        let segmented: Bool
-        let unknownSize: Bool
-        switch mode {
-        case .segmented?: (segmented, unknownSize) = (true, false)
-        case .stream(let size)?: (segmented, unknownSize) = (false, size == nil)
-        case nil: (segmented, unknownSize) = (false, false)
-        }
-        let size: Int64
-        switch mode {
-        case .segmented(let s)?: size = s
-        default: size = resource.size ?? length
-        }
-        let digests = try await checkDigests(size: size)
-        if consumer != nil {
-            file.close()  // read in order: every byte has reached the reader; nothing to put in place
-        } else {
-            try await putInPlace(file, segmented: segmented, unknownSize: unknownSize, length: length)
-        }
-        let splits = shared.withLock { $0.splitCount }
-        return engine.statistics(resource: resource, mode: segmented ? .segmented : .single, size: size, counters: counters,
-                                 splits: splits, resumed: resumedBytes, since: since, digests: digests, verified: digestPlan.checks)
-    }
-
-    /// Syncs the finished file and gives it its final name; the directory's sync makes the name last.
-    private func putInPlace(_ file: OutputFile, segmented: Bool, unknownSize: Bool, length: Int64) async throws {
-        let partial = self.partial
-        do {
-            try await io.run { () throws(DownloadError) in
-                if unknownSize {
-                    do throws(DownloadError) { try file.truncate(to: length) } catch {
-                        file.close()
-                        throw error
-                    }
-                }
-                try partial.putInPlace(file, removingManifest: segmented)
-            }
-        } catch {
-            if !segmented { await io.run { partial.removeOwnData(of: file) } }
-            throw error
-        }
-        // The rename lasts once the directory is synced: by a sync that starts now, perhaps shared
-        // with other downloads' renames.
-        await DirectorySync.shared.sync(partial.store.directory)
-    }
-
-    // MARK: - Errors and manifests
-
-    private func error(of transfer: DownloadMachine.TransferID) -> DownloadError {
-        failures.error(of: transfer, finalURL: redactedURL(resource.finalURL))
-    }
-
-    private func error(for failure: DownloadMachine.Failure, finalCheckpointFailed: Bool) -> DownloadError {
-        if let outputFailure { return outputFailure }
-        let segmented: Bool
-        if case .segmented? = mode { segmented = true } else { segmented = false }
-        let (written, size) = shared.withLock { ($0.writtenBytes, $0.table?.size ?? 0) }
-        let standing = FailureRecord.Standing(url: url, finalURL: redactedURL(resource.finalURL),
-                                              resumable: segmented && file?.isNamed == true,
-                                              percent: formatPercent(size > 0 ? Double(written) * 100 / Double(size) : 100),
-                                              partialPath: partial.partialPath, manifestPath: partial.manifestPath)
-        return failures.error(for: failure, finalCheckpointFailed: finalCheckpointFailed, at: standing)
-    }
-
-    private func manifestTemplate(size: Int64) -> Manifest {
-        Manifest(url: url, finalURL: redactedURL(resource.finalURL), size: size, etag: resource.etag,
-                 lastModified: resource.lastModified,
-                 minimumSegmentSize: resumedManifest?.minimumSegmentSize ?? options.minimumSegmentSize,
-                 bootID: currentBootID, segments: [],
-                 serverDigest: DigestPlan.serverDigest(of: resource.digests)?.digest ?? resumedManifest?.serverDigest)
     }
 }

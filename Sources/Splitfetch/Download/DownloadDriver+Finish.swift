@@ -1,0 +1,85 @@
+import SegmentPlanning
+
+/// How a download ends: every byte in, checked, and put in place under its final name (or, read
+/// in order, handed to the reader); or failed, with the error that says why; and the manifest
+/// that a checkpoint saves.
+extension DownloadDriver {
+    /// Waits for the reader's last bytes and checks the digests; then syncs and renames the file
+    /// into place on the I/O queue (a download read in order has nothing to put in place).
+    func finish() async throws -> DownloadStatistics {
+        engine.transferred()
+        beginReporting()
+        ticker?.cancel()
+        for counter in counters { counter.set(.done) }
+        let (file, length) = (self.file!, streamLength)
+        let segmented: Bool
+        let unknownSize: Bool
+        switch mode {
+        case .segmented?: (segmented, unknownSize) = (true, false)
+        case .stream(let size)?: (segmented, unknownSize) = (false, size == nil)
+        case nil: (segmented, unknownSize) = (false, false)
+        }
+        let size: Int64
+        switch mode {
+        case .segmented(let s)?: size = s
+        default: size = resource.size ?? length
+        }
+        let digests = try await checkDigests(size: size)
+        if consumer != nil {
+            file.close()  // read in order: every byte has reached the reader; nothing to put in place
+        } else {
+            try await putInPlace(file, segmented: segmented, unknownSize: unknownSize, length: length)
+        }
+        let splits = shared.withLock { $0.splitCount }
+        return engine.statistics(resource: resource, mode: segmented ? .segmented : .single, size: size, counters: counters,
+                                 splits: splits, resumed: resumedBytes, since: since, digests: digests, verified: digestPlan.checks)
+    }
+
+    /// Syncs the finished file and gives it its final name; the directory's sync makes the name last.
+    private func putInPlace(_ file: OutputFile, segmented: Bool, unknownSize: Bool, length: Int64) async throws {
+        let partial = self.partial
+        do {
+            try await io.run { () throws(DownloadError) in
+                if unknownSize {
+                    do throws(DownloadError) { try file.truncate(to: length) } catch {
+                        file.close()
+                        throw error
+                    }
+                }
+                try partial.putInPlace(file, removingManifest: segmented)
+            }
+        } catch {
+            if !segmented { await io.run { partial.removeOwnData(of: file) } }
+            throw error
+        }
+        // The rename lasts once the directory is synced: by a sync that starts now, perhaps shared
+        // with other downloads' renames.
+        await DirectorySync.shared.sync(partial.store.directory)
+    }
+
+    // MARK: - Errors and manifests
+
+    func error(of transfer: DownloadMachine.TransferID) -> DownloadError {
+        failures.error(of: transfer, finalURL: redactedURL(resource.finalURL))
+    }
+
+    func error(for failure: DownloadMachine.Failure, finalCheckpointFailed: Bool) -> DownloadError {
+        if let outputFailure { return outputFailure }
+        let segmented: Bool
+        if case .segmented? = mode { segmented = true } else { segmented = false }
+        let (written, size) = shared.withLock { ($0.writtenBytes, $0.table?.size ?? 0) }
+        let standing = FailureRecord.Standing(url: url, finalURL: redactedURL(resource.finalURL),
+                                              resumable: segmented && file?.isNamed == true,
+                                              percent: formatPercent(size > 0 ? Double(written) * 100 / Double(size) : 100),
+                                              partialPath: partial.partialPath, manifestPath: partial.manifestPath)
+        return failures.error(for: failure, finalCheckpointFailed: finalCheckpointFailed, at: standing)
+    }
+
+    func manifestTemplate(size: Int64) -> Manifest {
+        Manifest(url: url, finalURL: redactedURL(resource.finalURL), size: size, etag: resource.etag,
+                 lastModified: resource.lastModified,
+                 minimumSegmentSize: resumedManifest?.minimumSegmentSize ?? options.minimumSegmentSize,
+                 bootID: currentBootID, segments: [],
+                 serverDigest: DigestPlan.serverDigest(of: resource.digests)?.digest ?? resumedManifest?.serverDigest)
+    }
+}
