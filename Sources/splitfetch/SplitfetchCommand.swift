@@ -229,7 +229,8 @@ struct SplitfetchCommand: AsyncParsableCommand {
                 }
             }
             if error.code == .interrupted {
-                writeRaw("\nsplitfetch: \(error.message)\n")
+                let note = output.toStandardOutput ? " (a download to standard output cannot be resumed)" : ""
+                writeRaw("\nsplitfetch: \(error.message)\(note)\n")
                 return .interrupted
             }
             return fail(status, error.message + ExitStatus.hint(for: error.remedy))
