@@ -30,6 +30,7 @@ import time
 import urllib.request
 
 from integrity import integrity_tools, integrity_verdicts
+from pipe import pipe_scenarios, pipe_verdicts
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -311,7 +312,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--scenarios", default="1,2,3,4,5",
                     help="1-6 and 5l as in the README; 'c' = checkpoint overhead (splitfetch with and without checkpoints); "
-                         "'v' = integrity: a verified download against download+sha256sum and aria2 --checksum")
+                         "'v' = integrity: a verified download against download+sha256sum and aria2 --checksum; "
+                         "'p' = -o - piped into sha256sum and slow or early-exiting readers, against curl -o -")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
     ap.add_argument("--results", default=os.path.join(ROOT, "Benchmarks", "results", "latest"))
@@ -485,6 +487,10 @@ def main():
             tools_all.update(integrity_tools(splitfetch, sha))
             bench("v2", "integrity, 4 MiB/s per connection", f"http://127.0.0.1:{tv.port}/size/{size}/v2.bin", size, sha, [16],
                   ["splitfetch-verified", "splitfetch"], ideal_rate=lambda n: n * 4 * MiB)
+        if "p" in scenarios:
+            def hash_of(size):
+                return subprocess.run([args.testserver, "hash", str(size)], capture_output=True, text=True, check=True).stdout.strip()
+            pipe_scenarios(args, work, servers, TestServer, hash_of, timed_run, result_row, rows)
         if 3 in scenarios or 4 in scenarios:
             if 3 in scenarios:
                 ts = TestServer(work, args.testserver, 1 * MiB)
@@ -513,7 +519,7 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     write_results(args.results, rows)
-    verdicts = integrity_verdicts(rows)
+    verdicts = integrity_verdicts(rows) + pipe_verdicts(rows)
     if verdicts:
         with open(os.path.join(args.results, "table.md"), "a") as f:
             f.write("\n".join(verdicts) + "\n")
