@@ -99,12 +99,13 @@ final class PrefixReader: @unchecked Sendable {
     }
 
     /// Whether a piece ending at `through` (exclusive) fits in the ring now. Always true for a
-    /// plain file.
+    /// plain file, and once the reader has stopped: nothing is read any more, and a writer must
+    /// not wait (and spin through pauses) until its transfer is cancelled.
     func admits(through: Int64) -> Bool {
         guard let capacity = reader.ringCapacity else { return true }
         lock.lock()
         defer { lock.unlock() }
-        return through <= consumed + capacity
+        return through <= consumed + capacity || stopped
     }
 
     /// Calls `resume` once a piece ending at `through` fits in the ring (at once if it does now).
