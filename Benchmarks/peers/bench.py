@@ -313,7 +313,8 @@ def main():
     ap.add_argument("--scenarios", default="1,2,3,4,5",
                     help="1-6 and 5l as in the README; 'c' = checkpoint overhead (splitfetch with and without checkpoints); "
                          "'v' = integrity: a verified download against download+sha256sum and aria2 --checksum; "
-                         "'p' = -o - piped into sha256sum and slow or early-exiting readers, against curl -o -")
+                         "'p' = -o - piped into sha256sum and slow or early-exiting readers, against curl -o -; "
+                         "'r' = --limit-rate 8M against its cap")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
     ap.add_argument("--results", default=os.path.join(ROOT, "Benchmarks", "results", "latest"))
@@ -362,7 +363,7 @@ def main():
     servers = []
     try:
         nginx = None
-        if 1 in scenarios or 2 in scenarios or 5 in scenarios or "c" in scenarios or "v" in scenarios:
+        if 1 in scenarios or 2 in scenarios or 5 in scenarios or "c" in scenarios or "v" in scenarios or "r" in scenarios:
             nginx = Nginx(work, www)
             servers.append(nginx)
 
@@ -487,6 +488,17 @@ def main():
             tools_all.update(integrity_tools(splitfetch, sha))
             bench("v2", "integrity, 4 MiB/s per connection", f"http://127.0.0.1:{tv.port}/size/{size}/v2.bin", size, sha, [16],
                   ["splitfetch-verified", "splitfetch"], ideal_rate=lambda n: n * 4 * MiB)
+        if "r" in scenarios:
+            # --limit-rate: the whole download's average against the cap, over every connection.
+            size = 64 * MiB
+            sha = make_file("r1.bin", size)
+            rate = 8 * MiB
+            splitfetch = os.path.abspath(args.splitfetch)
+            tools_all["splitfetch --limit-rate 8M"] = (lambda url, out, n, size: [
+                splitfetch, "-q", "-n", str(n), "--limit-rate", "8M", "--force", "-o", os.path.basename(out),
+                "-d", os.path.dirname(out), url], True)
+            bench("r1", "--limit-rate 8M, unthrottled nginx", f"http://127.0.0.1:{nginx.port}/r1.bin", size, sha, [8],
+                  ["splitfetch --limit-rate 8M"], ideal_rate=lambda n: rate)
         if "p" in scenarios:
             def hash_of(size):
                 return subprocess.run([args.testserver, "hash", str(size)], capture_output=True, text=True, check=True).stdout.strip()
@@ -520,6 +532,11 @@ def main():
 
     write_results(args.results, rows)
     verdicts = integrity_verdicts(rows) + pipe_verdicts(rows)
+    for r in rows:
+        if r["scenario"] == "r1" and "ideal_fraction" in r:
+            off = (r["ideal_fraction"] - 1) * 100
+            verdicts.append(f"r1: --limit-rate 8M averaged {r['mib_s']:.2f} MiB/s over {r['size'] / MiB:.0f} MiB: {off:+.1f} % "
+                            f"(target within 5 %: {'met' if abs(off) <= 5 else 'NOT met'})")
     if verdicts:
         with open(os.path.join(args.results, "table.md"), "a") as f:
             f.write("\n".join(verdicts) + "\n")

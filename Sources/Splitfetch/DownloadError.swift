@@ -17,7 +17,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
     public struct Code: Hashable, Sendable, Codable, CustomStringConvertible {
         private enum Base: String, Codable {
             case usage, network, http, protocolViolation, fileIO, interrupted, outputExists, resumeConflict,
-                 badManifest, remoteChanged, sizeLimit, proxy, integrity, outputClosed
+                 badManifest, remoteChanged, sizeLimit, proxy, integrity, outputClosed, timedOut
         }
 
         private let base: Base
@@ -57,6 +57,9 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
         /// The reader of a download read in order went away before the end: the pipe's reader
         /// exited (`EPIPE`), or the `AsyncSequence`'s consumer stopped iterating.
         public static let outputClosed = Code(.outputClosed)
+        /// The download took longer than ``DownloadOptions/maximumTime`` and was stopped, as a
+        /// cancellation stops it: a segmented download's data and manifest are kept for a rerun.
+        public static let timedOut = Code(.timedOut)
 
         /// A stable name: `usage`, `network`, `http`, …
         public var description: String { base.rawValue }

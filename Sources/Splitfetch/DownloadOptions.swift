@@ -94,6 +94,14 @@ public struct DownloadOptions: Sendable {
     public var useContentDisposition: Bool = false
     /// Refuse files larger than this many bytes, before allocating anything. `nil`: no limit.
     public var maximumSize: Int64?
+    /// The longest the whole download may take, the probe included, as a URL session's resource
+    /// timeout. When it passes, the download stops as a cancellation stops it (a segmented
+    /// download keeps its data and manifest, so a rerun resumes) and throws
+    /// ``DownloadError/Code/timedOut``. Default: no limit.
+    public var maximumTime: Duration?
+    /// Caps the bytes received per second, over every connection of this download and of every
+    /// other download given the same ``RateLimit`` instance. Default: none.
+    public var rateLimit: RateLimit?
     /// Whether a header asks Amazon S3 for the object's checksum (`x-amz-checksum-mode: ENABLED`).
     /// It is the caller's to send: S3 refuses a presigned request with an `x-amz-` header it
     /// did not sign.
@@ -129,6 +137,7 @@ public struct DownloadOptions: Sendable {
         }
         if userAgent.contains("\r") || userAgent.contains("\n") { throw bad("user agent contains a line break") }
         if let maximumSize, maximumSize < 0 { throw bad("maximum size must not be negative") }
+        if let maximumTime, maximumTime <= .zero { throw bad("the time limit must be positive") }
         guard window >= 1 << 20 else { throw bad("the window must be at least 1 MiB, got \(window) bytes") }
         _ = try DigestPlan(given: expectedDigests, server: [], reported: reportedDigests)  // digests given that disagree
     }

@@ -17,6 +17,7 @@ enum ExitStatus: Int32, CaseIterable {
     case proxy = 12
     case integrity = 13
     case outputClosed = 14
+    case timedOut = 15
     case interrupted = 130
 
     init(_ code: DownloadError.Code) {
@@ -35,6 +36,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .proxy: self = .proxy
         case .integrity: self = .integrity
         case .outputClosed: self = .outputClosed
+        case .timedOut: self = .timedOut
         default: self = .failure  // a code newer than this table
         }
     }
@@ -68,6 +70,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .proxy: "the proxy wants credentials (407) or refused the request"
         case .integrity: "the file's digest is not the expected one; nothing is kept (see --checksum)"
         case .outputClosed: "-o -: the reader of standard output exited before the end (EPIPE)"
+        case .timedOut: "--max-time passed: the download stopped, its data kept; run the same command to resume"
         case .interrupted: "interrupted by SIGINT or SIGTERM; run the same command to resume"
         }
     }

@@ -51,7 +51,8 @@ struct SplitfetchCommand: AsyncParsableCommand {
         }
         guard transfer.minSegmentSize.bytes > 0 else { throw ValidationError("--min-segment-size must be positive") }
         guard transfer.retries >= 0 else { throw ValidationError("--retries must not be negative") }
-        for value in [transfer.connectTimeout, transfer.stallTimeout, transfer.probeTimeout] {
+        if let rate = transfer.limitRate, rate.bytes <= 0 { throw ValidationError("--limit-rate must be positive") }
+        for value in [transfer.connectTimeout, transfer.stallTimeout, transfer.probeTimeout] + (transfer.maxTime.map { [$0] } ?? []) {
             guard value.duration > .zero else { throw ValidationError("timeouts must be positive") }
         }
         if let name = output.output, name.isEmpty { throw ValidationError("--output must not be empty") }
@@ -107,6 +108,8 @@ struct SplitfetchCommand: AsyncParsableCommand {
         options.expectedDigests = (try? integrity.givenDigests()) ?? []  // checked in validate()
         options.reportedDigests = (try? integrity.reportedAlgorithms()) ?? []
         options.window = output.window.bytes
+        options.maximumTime = transfer.maxTime?.duration
+        options.rateLimit = transfer.limitRate.flatMap { $0.bytes > 0 ? RateLimit(bytesPerSecond: $0.bytes) : nil }
         return options
     }
 
@@ -182,6 +185,9 @@ struct SplitfetchCommand: AsyncParsableCommand {
             return fail(error.code == .usage ? .usage : ExitStatus(error.code), error.message)
         }
 
+        if let directory = output.directory, !output.toStandardOutput, let problem = createDirectories(directory) {
+            return fail(.fileIO, problem)
+        }
         if security.insecure {
             writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified; "
                 + "anyone on the network path can read or change this download\n")
@@ -258,10 +264,8 @@ struct SplitfetchCommand: AsyncParsableCommand {
         if security.insecure { writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified\n") }
         let jobs = input.jobs
         let directory = output.directory
-        // Said once, not once per URL.
-        if let directory, (try? FilePath(directory).stat(followTargetSymlink: true))?.type != .directory {
-            return fail(.fileIO, "directory \(directory) does not exist")
-        }
+        // Made once, not once per URL.
+        if let directory, let problem = createDirectories(directory) { return fail(.fileIO, problem) }
         let session = Session(maximumConnections: max(8, jobs * options.connections))
         let quiet = output.quiet
         let started = ContinuousClock.now

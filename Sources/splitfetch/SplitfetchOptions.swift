@@ -32,7 +32,7 @@ struct OutputOptions: ParsableArguments {
     var toStandardOutput: Bool { output == "-" }
 
     @Option(name: [.customShort("d", allowingJoined: true), .long],
-            parsing: .unconditional, help: ArgumentHelp("Directory for the output; a relative --output is taken inside it.", valueName: "dir"))
+            parsing: .unconditional, help: ArgumentHelp("Directory for the output, created when missing; a relative --output is taken inside it.", valueName: "dir"))
     var directory: String?
 
     @Flag(name: [.customShort("f"), .long], help: "Replace an existing output file.")
@@ -79,6 +79,14 @@ struct TransferOptions: ParsableArguments {
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Retries per failed request.", valueName: "n"))
     var retries = defaults.retries
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Receive at most RATE bytes per second, e.g. 500K, 8M, over every connection (and every -j job) together.",
+                                                        valueName: "rate"))
+    var limitRate: ByteSize?
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Stop the whole download after this many seconds, keeping its data for a rerun (exit 15).",
+                                                        valueName: "seconds"))
+    var maxTime: Seconds?
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Seconds to wait for a connection.", valueName: "seconds"))
     var connectTimeout = Seconds(defaults.connectTimeout)

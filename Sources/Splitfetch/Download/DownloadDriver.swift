@@ -266,11 +266,12 @@ final class DownloadDriver {
         if let range = start.range {
             return SegmentSink(machine: shared, transfer: start.id, file: file!, counters: counter, requested: range,
                                total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: resource.etag,
-                               lastModified: resource.lastModified, sentIfRange: sentIfRange, reader: reader)
+                               lastModified: resource.lastModified, sentIfRange: sentIfRange, reader: reader,
+                               rateLimit: options.rateLimit)
         }
         counter.bytes.store(0, ordering: .relaxed)
         return StreamSink(machine: shared, transfer: start.id, file: file!, counters: counter, expectedSize: resource.size,
-                          url: url, maximumSize: options.maximumSize, reader: reader)
+                          url: url, maximumSize: options.maximumSize, reader: reader, rateLimit: options.rateLimit)
     }
 
     private func begin(_ start: DownloadMachine.TransferStart) {

@@ -20,7 +20,7 @@ final class SegmentSink: TransferSink, Sendable {
     let sentIfRange: Bool
     let reader: PrefixReader?
     private let written: Atomic<Int64>
-    private let pause = PauseState()
+    private let pause: PauseState
     /// Where the accepted response's body ends (exclusive); 0 until a response is accepted.
     private let acceptedThrough = Atomic<Int64>(0)
 
@@ -33,8 +33,9 @@ final class SegmentSink: TransferSink, Sendable {
 
     init(machine: SharedMachine, transfer: DownloadMachine.TransferID, file: OutputFile, counters: WorkerCounters,
          requested: ByteRange, total: Int64, url: String, etag: String?, lastModified: String?, sentIfRange: Bool,
-         reader: PrefixReader? = nil) {
+         reader: PrefixReader? = nil, rateLimit: RateLimit? = nil) {
         self.reader = reader
+        pause = PauseState(reader: reader, rateLimit: rateLimit)
         self.etag = etag
         self.lastModified = lastModified
         self.sentIfRange = sentIfRange
@@ -74,7 +75,7 @@ final class SegmentSink: TransferSink, Sendable {
         }
         let (id, at) = (transfer, offset)
         // A paused piece comes again: it is counted once, when taken.
-        if pause.shouldPause(through: offset + count, reader: reader, machine: machine, transfer: id) { return .pause }
+        if pause.shouldPause(through: offset + count, count: Int(count), machine: machine, transfer: id) { return .pause }
         counters.received.wrappingAdd(Int64(body.count), ordering: .relaxed)
         let allowed = count > 0 ? machine.withLock { $0.claim(id, offset: at, count: count) } : 0
         if allowed > 0 {
@@ -100,34 +101,63 @@ final class SegmentSink: TransferSink, Sendable {
         return allowed < Int64(body.count) ? .stop : .proceed
     }
 
-    func resumeWhenReady(_ resume: @escaping @Sendable () -> Void) { pause.resumeWhenReady(reader: reader, resume) }
+    func resumeWhenReady(_ resume: @escaping @Sendable () -> Void) { pause.resumeWhenReady(resume) }
 }
 
-/// Pauses a sink's transfer while its next piece would pass the end of a reader's ring, and
-/// tells the machine, so that a connection waiting for the reader is never taken for stalled.
+/// Pauses a sink's transfer while its next piece would pass the end of a reader's ring, or while
+/// a rate limit's budget is in debt, and tells the machine, so that a connection waiting for the
+/// reader or for the budget is never taken for stalled.
 ///
 /// Thread safety: used by one sink on the transport thread; atomics for the hand-over.
 final class PauseState: Sendable {
-    /// The end of the piece waiting for room (0: not paused).
+    let reader: PrefixReader?
+    let rateLimit: RateLimit?
+    /// The end of the piece waiting for room in the reader's ring (0: not waiting for room).
     private let waitingThrough = Atomic<Int64>(0)
+    /// How long the budget asked to wait, in nanoseconds (0: not waiting for the budget).
+    private let waitingNanoseconds = Atomic<Int64>(0)
 
-    /// Whether the piece ending at `through` must wait: the reader has not made room for it.
-    /// Tells the machine when the transfer pauses and when it goes on.
-    func shouldPause(through: Int64, reader: PrefixReader?, machine: SharedMachine, transfer: DownloadMachine.TransferID) -> Bool {
-        guard let reader else { return false }
-        let fits = reader.admits(through: through)
-        let wasPaused = waitingThrough.load(ordering: .relaxed) != 0
-        if fits != wasPaused { return !fits }  // no change
-        let now = machine.now()
-        machine.withLock { $0.paused(transfer, !fits, now: now) }
-        waitingThrough.store(fits ? 0 : through, ordering: .relaxed)
-        return !fits
+    init(reader: PrefixReader?, rateLimit: RateLimit?) {
+        self.reader = reader
+        self.rateLimit = rateLimit
     }
 
-    func resumeWhenReady(reader: PrefixReader?, _ resume: @escaping @Sendable () -> Void) {
+    /// Whether the piece of `count` bytes ending at `through` must wait. Tells the machine when
+    /// the transfer pauses and when it goes on.
+    func shouldPause(through: Int64, count: Int, machine: SharedMachine, transfer: DownloadMachine.TransferID) -> Bool {
+        guard reader != nil || rateLimit != nil else { return false }
+        let wasPaused = waitingThrough.load(ordering: .relaxed) != 0 || waitingNanoseconds.load(ordering: .relaxed) != 0
+        var room: Int64 = 0
+        var delay: Duration?
+        if let reader, !reader.admits(through: through) {
+            room = through
+        } else if let rateLimit {
+            delay = rateLimit.take(count)
+        }
+        let pause = room != 0 || delay != nil
+        waitingThrough.store(room, ordering: .relaxed)
+        waitingNanoseconds.store(delay.map { max(1, Int64($0.seconds * 1e9)) } ?? 0, ordering: .relaxed)
+        if pause != wasPaused {
+            let now = machine.now()
+            machine.withLock { $0.paused(transfer, pause, now: now) }
+        }
+        return pause
+    }
+
+    func resumeWhenReady(_ resume: @escaping @Sendable () -> Void) {
         let through = waitingThrough.load(ordering: .relaxed)
-        guard let reader, through > 0 else { return resume() }
-        reader.resumeWhen(through: through, resume)
+        let nanoseconds = waitingNanoseconds.load(ordering: .relaxed)
+        if let reader, through > 0 {
+            reader.resumeWhen(through: through, resume)
+        } else if nanoseconds > 0 {
+            // A timer task; the resume only posts to the transport thread, so it never blocks.
+            Task {
+                try? await Task.sleep(for: .nanoseconds(nanoseconds))
+                resume()
+            }
+        } else {
+            resume()
+        }
     }
 }
 
@@ -144,15 +174,16 @@ final class StreamSink: TransferSink, Sendable {
     let maximumSize: Int64?
     let reader: PrefixReader?
     private let written = Atomic<Int64>(0)
-    private let pause = PauseState()
+    private let pause: PauseState
     private let validated = Atomic<Bool>(false)
 
     /// Bytes written from offset 0.
     var offset: Int64 { written.load(ordering: .relaxed) }
 
     init(machine: SharedMachine, transfer: DownloadMachine.TransferID, file: OutputFile, counters: WorkerCounters,
-         expectedSize: Int64?, url: String, maximumSize: Int64?, reader: PrefixReader? = nil) {
+         expectedSize: Int64?, url: String, maximumSize: Int64?, reader: PrefixReader? = nil, rateLimit: RateLimit? = nil) {
         self.reader = reader
+        pause = PauseState(reader: reader, rateLimit: rateLimit)
         self.machine = machine
         self.transfer = transfer
         self.maximumSize = maximumSize
@@ -193,7 +224,7 @@ final class StreamSink: TransferSink, Sendable {
         }
         let offset = written.load(ordering: .relaxed)
         let count = Int64(body.count)
-        if pause.shouldPause(through: offset + count, reader: reader, machine: machine, transfer: transfer) { return .pause }
+        if pause.shouldPause(through: offset + count, count: Int(count), machine: machine, transfer: transfer) { return .pause }
         counters.received.wrappingAdd(count, ordering: .relaxed)
         if let expectedSize, offset + count > expectedSize {
             return .fail(DownloadError(.protocolViolation, "\(redactedURL(url)): body longer than its \(expectedSize) bytes", isTransient: true))
@@ -216,5 +247,5 @@ final class StreamSink: TransferSink, Sendable {
         return .proceed
     }
 
-    func resumeWhenReady(_ resume: @escaping @Sendable () -> Void) { pause.resumeWhenReady(reader: reader, resume) }
+    func resumeWhenReady(_ resume: @escaping @Sendable () -> Void) { pause.resumeWhenReady(resume) }
 }

@@ -1,0 +1,74 @@
+@testable import Splitfetch
+import SystemPackage
+import TestHTTPServer
+import Testing
+
+/// The limits a caller sets on a download: a rate (``RateLimit``) and a time
+/// (``DownloadOptions/maximumTime``).
+@Suite("Limits")
+struct LimitsTests {
+    /// The bucket on a clock of our own: a burst, then debt paid back at the rate.
+    @Test func theBudgetLendsABurstThenMakesTransfersWaitForItsDebt() throws {
+        let limit = RateLimit(bytesPerSecond: 1_000_000)
+        let start = ContinuousClock.now
+        #expect(limit.burst == 100_000)
+        // A full bucket takes any piece, and goes into debt by what exceeds it.
+        #expect(limit.take(300_000, now: start) == nil)
+        // 200,000 bytes of debt at 1 MB/s: 0.2 s to wait (plus a millisecond).
+        let wait = try #require(limit.take(1, now: start))
+        #expect(abs(wait.seconds - 0.201) < 1e-6)
+        // Half of it paid back: still in debt, 0.1 s left.
+        let later = try #require(limit.take(1, now: start + .milliseconds(100)))
+        #expect(abs(later.seconds - 0.101) < 1e-6)
+        // Paid back: the next piece is taken.
+        #expect(limit.take(50_000, now: start + .milliseconds(201)) == nil)
+        // Tokens never pile up beyond the burst, however long the budget sat unused.
+        #expect(limit.take(100_000, now: start + .seconds(60)) == nil)
+        #expect(limit.take(1, now: start + .seconds(60)) != nil)
+    }
+
+    /// Over a whole download, the budget holds: the bytes could not have arrived faster than the
+    /// rate allows (burst included), and every byte is right.
+    @Test func aLimitedDownloadIsNeverFasterThanItsRate() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 3 << 20
+                var options = testOptions(connections: 4)
+                options.rateLimit = RateLimit(bytesPerSecond: 4 << 20)
+                let started = ContinuousClock.now
+                let statistics = try await Download(server.url(size: size), to: FilePath(dir + "/f.bin"), options: options).run()
+                let elapsed = (ContinuousClock.now - started).seconds
+                #expect(statistics.size == size)
+                #expect(try sha256HexOfFile(atPath: dir + "/f.bin") == SyntheticContent(size: size).sha256Hex())
+                // 3 MiB at 4 MiB/s less a burst of 0.4 MiB: at least 0.65 s (a lower bound: load only adds).
+                #expect(elapsed >= 0.65, "3 MiB took \(elapsed) s under a 4 MiB/s cap")
+            }
+        }
+    }
+
+    /// The time limit stops the download as a cancellation does: its data and manifest stay, and
+    /// a rerun without the limit finishes it.
+    @Test func theTimeLimitStopsTheDownloadAndKeepsItsData() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 2 << 20
+                // 4 connections at 256 KiB/s: 2 s at best, far beyond the limit.
+                let url = server.url(size: size, query: ["rate": String(256 << 10)])
+                var options = testOptions(connections: 4)
+                options.maximumTime = .milliseconds(300)
+                do throws(DownloadError) {
+                    _ = try await Download(url, to: FilePath(dir + "/f.bin"), options: options).run()
+                    Issue.record("a download of 2 s finished within 0.3 s")
+                } catch {
+                    #expect(error.code == .timedOut)
+                    #expect(error.message.contains("time limit of 0.3 s"))
+                }
+                #expect(directoryEntries(dir) == ["f.bin.part", "f.bin.part.json"])
+                let rerun = Download(url, to: FilePath(dir + "/f.bin"), options: testOptions(connections: 4))
+                let statistics = try await rerun.run()
+                #expect(statistics.resumedBytes > 0)
+                #expect(try sha256HexOfFile(atPath: dir + "/f.bin") == SyntheticContent(size: size).sha256Hex())
+            }
+        }
+    }
+}
