@@ -42,7 +42,9 @@ struct ProgressRenderer {
         case .warning(let text):
             clearBar()
             writeLine("warning: \(text)")
-        case .finished:
+        case .split:
+            break  // the bar shows the connections; a split changes what one of them fetches
+        case .finished, .failed:
             clearBar()
         }
     }

@@ -57,6 +57,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         }
         if let name = output.output, name.isEmpty { throw ValidationError("--output must not be empty") }
         if output.toStandardOutput {
+            if output.events == "-" { throw ValidationError("--events - and -o - would both write to standard output") }
             if output.contentDisposition { throw ValidationError("--content-disposition names a file; -o - writes to standard output") }
             if isatty(STDOUT_FILENO) == 1 {
                 throw ValidationError("-o - writes the file to standard output, which is a terminal; redirect it, or name a file")
@@ -109,6 +110,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         options.reportedDigests = (try? integrity.reportedAlgorithms()) ?? []
         options.window = output.window.bytes
         options.maximumTime = transfer.maxTime?.duration
+        if output.events != nil { options.progressInterval = EventLog.progressInterval }
         options.rateLimit = transfer.limitRate.flatMap { $0.bytes > 0 ? RateLimit(bytesPerSecond: $0.bytes) : nil }
         return options
     }
@@ -192,6 +194,8 @@ struct SplitfetchCommand: AsyncParsableCommand {
             writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified; "
                 + "anyone on the network path can read or change this download\n")
         }
+        let log: EventLog?
+        do { log = try output.events.map(EventLog.init(path:)) } catch { return fail(.fileIO, "\(error)") }
         let download = output.toStandardOutput ? Download(url, writingTo: .standardOutput, options: options)
                                                : Download(url, to: FilePath(path), options: options)
         let work = Task { try await download.run() }
@@ -199,14 +203,17 @@ struct SplitfetchCommand: AsyncParsableCommand {
         defer { signals.stop() }
 
         let quiet = output.quiet
-        // Quiet, there is nothing to draw, so no task reads the events (the stream keeps only the
-        // newest ones).
-        let renderer = quiet ? nil : Task {
-            var renderer = ProgressRenderer()
-            for await event in download.events { renderer.handle(event) }
+        // Quiet and without --events, nothing reads the events (the stream keeps only the newest).
+        let reader = quiet && log == nil ? nil : Task {
+            var renderer = quiet ? nil : ProgressRenderer()
+            for await event in download.events {
+                renderer?.handle(event)
+                log?.record(event, download: 0)
+            }
         }
         let result = await work.result
-        await renderer?.value
+        await reader?.value
+        await log?.close()
 
         switch result {
         case .success(let statistics):
@@ -275,7 +282,10 @@ struct SplitfetchCommand: AsyncParsableCommand {
         enum Step: Sendable {
             case transferred
             case finished(Int, String, Result<DownloadStatistics, DownloadError>)
+            case eventsWritten
         }
+        let log: EventLog?
+        do { log = try output.events.map(EventLog.init(path:)) } catch { return fail(.fileIO, "\(error)") }
         let work = Task { () -> [(String, Result<DownloadStatistics, DownloadError>)] in
             await withTaskGroup(of: Step.self) { group in
                 var results = [(String, Result<DownloadStatistics, DownloadError>)?](repeating: nil, count: list.count)
@@ -294,9 +304,16 @@ struct SplitfetchCommand: AsyncParsableCommand {
                     fileOptions.expectedDigests = (try? expected.get()) ?? []
                     let download = Download(url, to: FilePath(path), options: fileOptions, session: session)
                     if case .failure(let error) = expected {
+                        log?.record(.failed(error), download: index)
                         group.addTask { .transferred }
                         group.addTask { .finished(index, url, .failure(error)) }
                         return
+                    }
+                    if let log {  // ends when the download's run() does
+                        group.addTask {
+                            for await event in download.events { log.record(event, download: index) }
+                            return .eventsWritten
+                        }
                     }
                     group.addTask {
                         await download.transferred()
@@ -313,7 +330,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
                 while next < min(jobs, list.count) { add(&group) }
                 while let step = await group.next() {
                     guard case .finished(let index, let url, let result) = step else {
-                        if next < list.count && !Task.isCancelled { add(&group) }
+                        if case .transferred = step, next < list.count && !Task.isCancelled { add(&group) }
                         continue
                     }
                     results[index] = (url, result)
@@ -334,6 +351,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         defer { signals.stop() }
         let results = await work.value
         await session.shutdown()
+        await log?.close()
         let seconds = (ContinuousClock.now - started).seconds
         let done = results.compactMap { try? $0.1.get() }
         let total = done.reduce(Int64(0)) { $0 + $1.size }

@@ -57,6 +57,10 @@ struct OutputOptions: ParsableArguments {
     @Option(parsing: .unconditional, help: ArgumentHelp("Write final statistics as JSON to this file.", valueName: "file"))
     var statsJson: String?
 
+    @Option(parsing: .unconditional, help: ArgumentHelp("Write every download's events as JSON lines to FILE ('-' for standard output), progress every 0.5 s; see the README for the schema.",
+                                                        valueName: "file"))
+    var events: String?
+
     @Flag(name: [.customShort("q"), .long], help: "Print nothing but errors.")
     var quiet = false
 }

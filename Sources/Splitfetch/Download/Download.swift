@@ -107,6 +107,15 @@ public final class Download: Sendable {
             networkOver()
             continuation.finish()
         }
+        do throws(DownloadError) {
+            return try await perform()
+        } catch {
+            continuation.yield(.failed(error))  // the last event, never dropped: the newest is kept
+            throw error
+        }
+    }
+
+    private func perform() async throws(DownloadError) -> DownloadStatistics {
         try options.validate()
         if let path = options.caCertificatePath?.string, !FileSystem.exists(path) {
             throw DownloadError(.usage, "CA certificate file \(path) does not exist")

@@ -261,6 +261,10 @@ final class DownloadDriver {
         let counter = counters[start.connection]
         counter.set(.receiving)
         counter.requests.wrappingAdd(1, ordering: .relaxed)
+        counter.setRange(start.range.map { $0.lowerBound..<$0.upperBound })
+        if start.isSplit, let range = start.range {
+            engine.emit(.split(connection: start.connection, range: range.lowerBound..<range.upperBound))
+        }
         connectionOf[start.id] = start.connection
         let url = resource.finalURL
         if let range = start.range {

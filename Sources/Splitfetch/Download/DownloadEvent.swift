@@ -1,5 +1,8 @@
 /// Something a running download reports; read them from ``Download/events``.
 ///
+/// The last event is ``finished(_:)`` or ``failed(_:)``, and it is never dropped (a slow
+/// consumer loses the oldest events, never the newest).
+///
 /// Thread safety: every event and the types it carries are `Sendable` values.
 public enum DownloadEvent: Sendable {
     /// The probe finished.
@@ -10,6 +13,9 @@ public enum DownloadEvent: Sendable {
     case progress(DownloadProgress)
     /// A request failed and will be retried after `delay`.
     case retrying(connection: Int, error: DownloadError, delay: Duration)
+    /// An idle connection took over `range`, split off a busy connection's range (or taken from
+    /// a stalled one), so that the end is not left to one connection.
+    case split(connection: Int, range: Range<Int64>)
     /// The server refused more connections (503 or 429); the download goes on with fewer.
     case connectionsReduced(to: Int, reason: String)
     /// Something the caller should know that does not stop the download: a server digest that
@@ -17,6 +23,8 @@ public enum DownloadEvent: Sendable {
     case warning(String)
     /// The download completed; the file is under its final name.
     case finished(DownloadStatistics)
+    /// The download failed (or was cancelled) with this error, the one ``Download/run()`` throws.
+    case failed(DownloadError)
 }
 
 /// A snapshot of a running download.
@@ -60,11 +68,18 @@ public struct ConnectionProgress: Sendable, Equatable {
     public var state: State
     /// Bytes this connection has written.
     public var bytes: Int64
+    /// The range it is fetching now (bytes `lowerBound ..< upperBound` of the file); `nil` when
+    /// idle, or for a whole-file stream.
+    public var range: Range<Int64>?
+    /// Smoothed speed of this connection, bytes per second.
+    public var bytesPerSecond: Double
 
-    public init(id: Int, state: State, bytes: Int64) {
+    public init(id: Int, state: State, bytes: Int64, range: Range<Int64>? = nil, bytesPerSecond: Double = 0) {
         self.id = id
         self.state = state
         self.bytes = bytes
+        self.range = range
+        self.bytesPerSecond = bytesPerSecond
     }
 }
 

@@ -9,14 +9,27 @@ final class WorkerCounters: Sendable {
     let requests = Atomic<Int>(0)
     let retries = Atomic<Int>(0)
     let state = Atomic<Int>(ConnectionProgress.State.idle.rawValue)
+    /// The range being fetched, for progress (`-1`: none). Two atomics: a reader may see one
+    /// range's start with the next one's end for a moment, which progress can afford.
+    private let rangeStart = Atomic<Int64>(-1)
+    private let rangeEnd = Atomic<Int64>(-1)
 
     init(id: Int) { self.id = id }
 
-    func set(_ s: ConnectionProgress.State) { state.store(s.rawValue, ordering: .relaxed) }
+    func set(_ s: ConnectionProgress.State) {
+        state.store(s.rawValue, ordering: .relaxed)
+        if s != .receiving { setRange(nil) }
+    }
+
+    func setRange(_ range: Range<Int64>?) {
+        rangeStart.store(range?.lowerBound ?? -1, ordering: .relaxed)
+        rangeEnd.store(range?.upperBound ?? -1, ordering: .relaxed)
+    }
 
     var progress: ConnectionProgress {
-        ConnectionProgress(id: id, state: ConnectionProgress.State(rawValue: state.load(ordering: .relaxed)) ?? .idle,
-                           bytes: bytes.load(ordering: .relaxed))
+        let (start, end) = (rangeStart.load(ordering: .relaxed), rangeEnd.load(ordering: .relaxed))
+        return ConnectionProgress(id: id, state: ConnectionProgress.State(rawValue: state.load(ordering: .relaxed)) ?? .idle,
+                                  bytes: bytes.load(ordering: .relaxed), range: start >= 0 && end >= start ? start..<end : nil)
     }
 
     var statistics: DownloadStatistics.Connection {
