@@ -9,7 +9,10 @@ import SegmentPlanning
 /// Attaching hands them to the sink in order and every later byte goes straight to it.
 ///
 /// Thread safety: `receive` runs on the transport thread; `attach`, `discard` and `settled` from
-/// tasks. One lock orders them, so the attached sink never sees two calls at once.
+/// tasks. One lock orders them, so the attached sink never sees two calls at once. No call waits
+/// while holding it: `attach` hands the held bytes over outside it (the sink may make it wait for
+/// a reader in order), while `receive` answers `.pause`, and tasks on Swift's cooperative pool
+/// (`ended`, `head`) that take the lock are never held up behind a reader.
 final class OpenBodySink: TransferSink, Sendable {
     private struct State {
         var buffer: HeldBytes
@@ -22,37 +25,53 @@ final class OpenBodySink: TransferSink, Sendable {
         var settleWaiters: [CheckedContinuation<(any TransferSink)?, Never>] = []
         var ended = false
         var timedOut = false
+        /// `attach` is handing the held bytes over: new bytes wait (the transport pauses).
+        var flushing = false
+        /// What the transport asked to be told when the hand-over is done.
+        var flushResumes: [@Sendable () -> Void] = []
     }
 
     let limit: Int
+    private let pool: ChunkPool
     private let state: NIOLockedValueBox<State>
 
     init(limit: Int, pool: ChunkPool = .shared) {
         self.limit = limit
+        self.pool = pool
         state = NIOLockedValueBox(State(buffer: HeldBytes(pool: pool)))
     }
 
     func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict {
-        state.withLockedValue { state in
-            if let verdict = state.flushVerdict { return verdict }
-            if let inner = state.inner { return inner.receive(body, head: head) }
-            if state.discarded { return .stop }
-            if state.head == nil {
-                state.head = head
-                for waiter in state.headWaiters { waiter.resume(returning: head) }
-                state.headWaiters = []
-            }
-            // Only a successful answer's body is data. A redirect's is read to its end (libcurl
-            // names the redirect target only then); an error needs its head alone.
-            if (300...399).contains(head.status) { return .proceed }
-            guard head.status == 200 || head.status == 206 else { return .stop }
-            guard state.buffer.count + body.count <= limit else {
-                return .fail(DownloadError(.network, "the first response outran the file's creation (\(limit) bytes held)",
-                                           isTransient: true))
-            }
-            state.buffer.append(body)
-            return .proceed
+        // Called on the transport thread only, one call at a time: the attached sink is called
+        // outside the lock, in order.
+        let decided: (verdict: SinkVerdict?, inner: (any TransferSink)?) = state.withLockedValue { state in
+            if let verdict = state.flushVerdict { return (verdict, nil) }
+            if state.flushing { return (.pause, nil) }
+            if let inner = state.inner { return (nil, inner) }
+            return (Self.hold(body, head: head, in: &state, limit: limit), nil)
         }
+        if let inner = decided.inner { return inner.receive(body, head: head) }
+        return decided.verdict!
+    }
+
+    /// Before a sink is attached: keeps the bytes of a successful answer.
+    private static func hold(_ body: UnsafeRawBufferPointer, head: ResponseHead, in state: inout State, limit: Int) -> SinkVerdict {
+        if state.discarded { return .stop }
+        if state.head == nil {
+            state.head = head
+            for waiter in state.headWaiters { waiter.resume(returning: head) }
+            state.headWaiters = []
+        }
+        // Only a successful answer's body is data. A redirect's is read to its end (libcurl
+        // names the redirect target only then); an error needs its head alone.
+        if (300...399).contains(head.status) { return .proceed }
+        guard head.status == 200 || head.status == 206 else { return .stop }
+        guard state.buffer.count + body.count <= limit else {
+            return .fail(DownloadError(.network, "the first response outran the file's creation (\(limit) bytes held)",
+                                       isTransient: true))
+        }
+        state.buffer.append(body)
+            return .proceed
     }
 
     /// The head of a response with body bytes, as soon as the first arrive; `nil` once the
@@ -93,22 +112,33 @@ final class OpenBodySink: TransferSink, Sendable {
 
     /// Makes `inner` the body's sink: the bytes held so far first, then the rest as it comes.
     func attach(_ inner: any TransferSink) {
-        state.withLockedValue { state in
-            guard state.inner == nil, !state.discarded else { return }
-            state.inner = inner
-            if !state.buffer.isEmpty, let head = state.head {
-                var verdict = SinkVerdict.proceed
-                state.buffer.forEachChunk { bytes in
-                    verdict = Self.deliver(bytes, head: head, to: inner)
-                    if case .proceed = verdict { return true }
-                    return false
-                }
-                if case .proceed = verdict {} else { state.flushVerdict = verdict }
+        let taken: (buffer: HeldBytes, head: ResponseHead?)? = state.withLockedValue { state in
+            guard state.inner == nil, !state.discarded, !state.flushing else { return nil }
+            state.flushing = true
+            defer { state.buffer = HeldBytes(pool: pool) }
+            return (state.buffer, state.head)
+        }
+        guard var (buffer, head) = taken else { return }
+        var verdict = SinkVerdict.proceed
+        if !buffer.isEmpty, let head {
+            buffer.forEachChunk { bytes in
+                verdict = Self.deliver(bytes, head: head, to: inner)
+                if case .proceed = verdict { return true }
+                return false
             }
-            state.buffer.release()
+        }
+        buffer.release()
+        head = nil
+        let resumes = state.withLockedValue { state in
+            state.inner = inner
+            state.flushing = false
+            if case .proceed = verdict {} else { state.flushVerdict = verdict }
             for waiter in state.settleWaiters { waiter.resume(returning: inner) }
             state.settleWaiters = []
+            defer { state.flushResumes = [] }
+            return state.flushResumes
         }
+        for resume in resumes { resume() }
     }
 
     /// Hands held bytes to `inner`; when it pauses (a reader in order is behind), waits here
@@ -124,14 +154,25 @@ final class OpenBodySink: TransferSink, Sendable {
     }
 
     func resumeWhenReady(_ resume: @escaping @Sendable () -> Void) {
-        guard let inner = state.withLockedValue({ $0.inner }) else { return resume() }
-        inner.resumeWhenReady(resume)
+        let inner: (any TransferSink)?? = state.withLockedValue { state in
+            if state.flushing {
+                state.flushResumes.append(resume)
+                return .none
+            }
+            return .some(state.inner)
+        }
+        switch inner {
+        case .none: return  // told when the hand-over is done
+        case .some(nil): resume()
+        case .some(let inner?): inner.resumeWhenReady(resume)
+        }
     }
 
     /// The body will not be used: drop what is held and stop at the next byte.
     func discard() {
         state.withLockedValue { state in
-            guard state.inner == nil, !state.discarded else { return }
+            // Once `attach` has begun, the body is the download's: as after it.
+            guard state.inner == nil, !state.discarded, !state.flushing else { return }
             state.discarded = true
             state.buffer.release()
             for waiter in state.settleWaiters { waiter.resume(returning: nil) }
