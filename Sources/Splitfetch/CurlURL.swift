@@ -13,6 +13,8 @@ package struct CurlURL: Sendable, Equatable {
     let host: String
     /// The port, explicit or the scheme's default.
     let port: Int
+    /// The path, as sent (percent-encoded); `/` at least.
+    let path: String
     /// The user name and password, percent-decoded, when the URL has them.
     let user: String?
     let password: String?
@@ -30,6 +32,7 @@ package struct CurlURL: Sendable, Equatable {
         self.scheme = scheme.lowercased()
         self.host = host.lowercased()
         self.port = port
+        path = Self.part(handle, CURLUPART_PATH) ?? "/"
         user = Self.part(handle, CURLUPART_USER, UInt32(CURLU_URLDECODE))
         password = Self.part(handle, CURLUPART_PASSWORD, UInt32(CURLU_URLDECODE))
     }

@@ -82,9 +82,25 @@ public struct DownloadOptions: Sendable {
     public var credentials: Credentials?
     /// Skip TLS certificate and host name verification. Never the default.
     public var insecure: Bool = false
-    /// The HTTP proxy for every request (`http://[user:password@]host:port`); `nil` leaves it to
-    /// libcurl, which reads `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy`.
+    /// The proxy for every request, `scheme://[user:password@]host:port` with a scheme of
+    /// ``proxySchemes`` (`http` when none is given); `nil` leaves it to libcurl, which reads
+    /// `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy` (lowercase `http_proxy` only, as
+    /// curl). Its credentials are never shown: messages name the proxy without them.
     public var proxy: String?
+    /// Hosts reached directly, never through a proxy: a comma-separated list of host names,
+    /// domains (matching their subdomains too) and IP addresses, or `*` for all, as curl's
+    /// `--noproxy` and the `no_proxy` variable take. `nil` leaves it to libcurl (`no_proxy`).
+    public var noProxy: String?
+    /// The proxy schemes libcurl connects through: an HTTP proxy over plain TCP or TLS, or SOCKS
+    /// (`socks5h` resolves host names at the proxy).
+    public static let proxySchemes: Set<String> = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
+    /// Where to look up a user name and password for the URL's host when none are given
+    /// (`--netrc`, `--netrc-file`). They are sent only to the origin of the URL given, as
+    /// ``credentials`` are. Default: no netrc.
+    public var netrc: NetrcSource?
+    /// Cookies to send (`--load-cookies`): each request to the origin of the URL given gets those
+    /// its domain, path and scheme match; a redirect target elsewhere gets none. Default: none.
+    public var cookies: CookieJar?
     /// A PEM file of CA certificates to verify servers with, instead of the system's.
     public var caCertificatePath: FilePath?
     /// Follow a redirect from `https` to `http`. Default `false`: such a redirect is an error.
@@ -137,6 +153,15 @@ public struct DownloadOptions: Sendable {
         }
         if userAgent.contains("\r") || userAgent.contains("\n") { throw bad("user agent contains a line break") }
         if let maximumSize, maximumSize < 0 { throw bad("maximum size must not be negative") }
+        if let proxy {
+            // libcurl takes a proxy without a scheme as http://.
+            let scheme = proxy.contains("://") ? CurlURL.scheme(of: proxy) : "http"
+            guard let scheme, Self.proxySchemes.contains(scheme) else {
+                throw bad("proxy \(redactedURL(proxy)): the scheme must be one of \(Self.proxySchemes.sorted().joined(separator: ", "))")
+            }
+        }
+        if noProxy?.contains(where: { $0 == "\r" || $0 == "\n" }) == true { throw bad("--noproxy contains a line break") }
+        if case .file(let path)? = netrc, !FileSystem.exists(path.string) { throw bad("netrc file \(path) does not exist") }
         if let maximumTime, maximumTime <= .zero { throw bad("the time limit must be positive") }
         guard window >= 1 << 20 else { throw bad("the window must be at least 1 MiB, got \(window) bytes") }
         _ = try DigestPlan(given: expectedDigests, server: [], reported: reportedDigests)  // digests given that disagree
@@ -154,6 +179,14 @@ public struct Credentials: Sendable, Equatable {
         self.user = user
         self.password = password
     }
+}
+
+/// Which netrc file ``DownloadOptions/netrc`` reads.
+public enum NetrcSource: Sendable, Equatable {
+    /// `~/.netrc` (libcurl's default; a missing file means no credentials).
+    case home
+    /// This file; it must exist.
+    case file(FilePath)
 }
 
 /// How a new download learns the file's size, validators and range support.

@@ -102,6 +102,8 @@ struct SplitfetchCommand: AsyncParsableCommand {
         options.insecure = security.insecure
         options.caCertificatePath = security.cacert.map { FilePath($0) }
         options.proxy = security.proxy
+        options.noProxy = security.noProxy
+        options.netrc = security.netrcSource
         options.allowHTTPSDowngrade = security.allowHTTPSDowngrade
         options.useContentDisposition = output.contentDisposition && output.output == nil
         options.maximumSize = output.maxSize?.bytes
@@ -181,6 +183,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         let path = destination()
         var options = makeOptions()
         do throws(DownloadError) {
+            options.cookies = try await security.cookies()
             options.expectedDigests += try expected(from: try await loadChecksumList(options: options), path: path, url: url)
             try options.validate()
         } catch {
@@ -262,8 +265,11 @@ struct SplitfetchCommand: AsyncParsableCommand {
         }
         let list = collected
         guard !list.isEmpty else { return fail(.usage, "no URLs to download") }
-        let options = makeOptions()
-        do { try options.validate() } catch { return fail(.usage, error.message) }
+        var options = makeOptions()
+        do throws(DownloadError) {
+            try options.validate()
+            options.cookies = try await security.cookies()
+        } catch { return fail(.usage, error.message) }
         let checksums: ChecksumList?
         do { checksums = try await loadChecksumList(options: options) } catch {
             return fail(error.code == .usage ? .usage : ExitStatus(error.code), error.message)

@@ -1,5 +1,9 @@
 package import SegmentPlanning
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What each request may carry. Credentials (from the URL's `user:password@` or the options) and
 /// the headers `Authorization`, `Cookie` and `Proxy-Authorization` go only to the origin — scheme,
 /// host and port — of the URL the caller gave; never to a redirect target or mirror elsewhere.
@@ -26,9 +30,17 @@ package struct RequestPolicy: Sendable {
     /// A request to `target` with what the policy allows there.
     package func request(_ target: String, method: TransferRequest.Method = .get, range: ByteRange? = nil) -> TransferRequest {
         var request = TransferRequest(url: target, method: method, range: range, options: options)
-        let sameOrigin = origin != nil && CurlURL(target)?.origin == origin
-        if sameOrigin {
+        let parsed = CurlURL(target)
+        if let origin, let parsed, parsed.origin == origin {
             request.credentials = credentials
+            if credentials == nil, let netrc = options.netrc {
+                request.useNetrc = true
+                if case .file(let path) = netrc { request.netrcFile = path.string }
+            }
+            if let jar = options.cookies,
+               let cookies = jar.fieldValue(scheme: parsed.scheme, host: parsed.host, path: parsed.path, now: Int64(time(nil))) {
+                request.headers = Self.adding(cookies: cookies, to: request.headers)
+            }
         } else {
             request.headers = options.headers.filter { line in
                 let name = line.prefix { $0 != ":" }.trimmingCharacters().lowercased()
@@ -36,6 +48,18 @@ package struct RequestPolicy: Sendable {
             }
         }
         return request
+    }
+
+    /// `headers` with `cookies` in their `Cookie` field: appended to the caller's own, or a
+    /// field of their own.
+    static func adding(cookies: String, to headers: [String]) -> [String] {
+        var headers = headers
+        if let index = headers.firstIndex(where: { $0.prefix { $0 != ":" }.trimmingCharacters().lowercased() == "cookie" }) {
+            headers[index] += "; " + cookies
+        } else {
+            headers.append("Cookie: " + cookies)
+        }
+        return headers
     }
 
     /// Checks one redirect hop; returns the error that stops it, if any.

@@ -75,6 +75,11 @@ final class Transfer: @unchecked Sendable {
         }
         if let ca = r.caCertificatePath { set(sf_easy_setopt_string(easy, CURLOPT_CAINFO, ca), "CURLOPT_CAINFO") }
         if let proxy = r.proxy { set(sf_easy_setopt_string(easy, CURLOPT_PROXY, proxy), "CURLOPT_PROXY") }
+        if let noProxy = r.noProxy { set(sf_easy_setopt_string(easy, CURLOPT_NOPROXY, noProxy), "CURLOPT_NOPROXY") }
+        if r.useNetrc {
+            set(sf_easy_setopt_long(easy, CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue)), "CURLOPT_NETRC")
+            if let file = r.netrcFile { set(sf_easy_setopt_string(easy, CURLOPT_NETRC_FILE, file), "CURLOPT_NETRC_FILE") }
+        }
         if let c = r.credentials {
             set(sf_easy_setopt_string(easy, CURLOPT_USERNAME, c.user), "CURLOPT_USERNAME")
             set(sf_easy_setopt_string(easy, CURLOPT_PASSWORD, c.password), "CURLOPT_PASSWORD")

@@ -19,6 +19,11 @@ package struct TransferRequest: Sendable {
     var insecure: Bool
     var caCertificatePath: String?
     var proxy: String?
+    var noProxy: String?
+    /// Look the credentials up in a netrc file (only for the origin of the URL given); `nil`
+    /// path: `~/.netrc`.
+    var useNetrc = false
+    var netrcFile: String?
 
     init(url: String, method: Method = .get, range: ByteRange? = nil, options: DownloadOptions) {
         self.url = url
@@ -30,6 +35,7 @@ package struct TransferRequest: Sendable {
         self.insecure = options.insecure
         self.caCertificatePath = options.caCertificatePath?.string
         self.proxy = options.proxy
+        self.noProxy = options.noProxy
     }
 }
 
