@@ -70,6 +70,7 @@ enum ScriptedAnswer {
         }
         if path == "/__stats" {
             let body = "{\"connections\":\(counters.connections.load(ordering: .relaxed)),"
+                + "\"peakConnections\":\(counters.peakOpen.load(ordering: .relaxed)),"
                 + "\"requests\":\(counters.requests.load(ordering: .relaxed)),"
                 + "\"bodyBytes\":\(counters.bodyBytes.load(ordering: .relaxed))}\n"
             return .answer(.ok, body: body, headers: [])

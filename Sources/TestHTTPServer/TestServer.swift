@@ -34,7 +34,8 @@ import Synchronization
 /// A path prefix `/hops/N/` redirects N times (to `/hops/N-1/…`) before serving the rest of the
 /// path; `/loop/X` redirects to itself forever.
 ///
-/// `GET /__stats` answers `{"connections":…,"requests":…,"bodyBytes":…}`.
+/// `GET /__stats` answers `{"connections":…,"peakConnections":…,"requests":…,"bodyBytes":…}`
+/// (`peakConnections`: the most open at once).
 ///
 /// Thread safety: all methods may be called from any thread; counters are atomic.
 public final class TestServer: Sendable {
@@ -76,6 +77,8 @@ public final class TestServer: Sendable {
     /// Counters of what the server did.
     public struct Statistics: Sendable, Equatable {
         public var connections: Int
+        /// The most connections open at once.
+        public var peakConnections: Int
         public var requests: Int
         /// Body bytes written to sockets, over all responses.
         public var bodyBytes: Int64
@@ -83,6 +86,9 @@ public final class TestServer: Sendable {
 
     final class Counters: Sendable {
         let connections = Atomic<Int>(0)
+        /// Connections open now, and the most at once.
+        let open = Atomic<Int>(0)
+        let peakOpen = Atomic<Int>(0)
         let requests = Atomic<Int>(0)
         let bodyBytes = Atomic<Int64>(0)
         /// Path → (seed, ETag) replacing what the URL says: a file that changes on the server.
@@ -136,6 +142,15 @@ public final class TestServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
+                // Counted from the accept to the close, as the peer's connection exists.
+                let now = counters.open.wrappingAdd(1, ordering: .relaxed).newValue
+                var peak = counters.peakOpen.load(ordering: .relaxed)
+                while now > peak {
+                    let (exchanged, original) = counters.peakOpen.compareExchange(expected: peak, desired: now, ordering: .relaxed)
+                    if exchanged { break }
+                    peak = original
+                }
+                channel.closeFuture.whenComplete { _ in counters.open.wrappingSubtract(1, ordering: .relaxed) }
                 // With a latency, the connection is not read until a round trip has passed.
                 let accepted = config.latencyMilliseconds > 0
                     ? channel.eventLoop.scheduleTask(in: .milliseconds(config.latencyMilliseconds)) {}.futureResult
@@ -184,6 +199,7 @@ public final class TestServer: Sendable {
     /// What the server has done so far.
     public var statistics: Statistics {
         Statistics(connections: counters.connections.load(ordering: .relaxed),
+                   peakConnections: counters.peakOpen.load(ordering: .relaxed),
                    requests: counters.requests.load(ordering: .relaxed),
                    bodyBytes: counters.bodyBytes.load(ordering: .relaxed))
     }

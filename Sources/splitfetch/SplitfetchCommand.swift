@@ -49,6 +49,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         guard (1...DownloadOptions.maximumConnections).contains(transfer.connections) else {
             throw ValidationError("--connections must be between 1 and \(DownloadOptions.maximumConnections)")
         }
+        if let cap = transfer.maxConnectionsPerHost, cap < 1 { throw ValidationError("--max-connections-per-host must be at least 1") }
         guard transfer.minSegmentSize.bytes > 0 else { throw ValidationError("--min-segment-size must be positive") }
         guard transfer.retries >= 0 else { throw ValidationError("--retries must not be negative") }
         if let rate = transfer.limitRate, rate.bytes <= 0 { throw ValidationError("--limit-rate must be positive") }
@@ -199,8 +200,10 @@ struct SplitfetchCommand: AsyncParsableCommand {
         }
         let log: EventLog?
         do { log = try output.events.map(EventLog.init(path:)) } catch { return fail(.fileIO, "\(error)") }
-        let download = output.toStandardOutput ? Download(url, writingTo: .standardOutput, options: options)
-                                               : Download(url, to: FilePath(path), options: options)
+        // A per-host cap holds for one download too (its requests after a redirect included).
+        let session = transfer.maxConnectionsPerHost.map { Session(maximumConnectionsPerHost: $0, maximumConnections: options.connections) }
+        let download = output.toStandardOutput ? Download(url, writingTo: .standardOutput, options: options, session: session)
+                                               : Download(url, to: FilePath(path), options: options, session: session)
         let work = Task { try await download.run() }
         let signals = SignalForwarder(onSignal: { work.cancel() })
         defer { signals.stop() }
@@ -217,6 +220,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         let result = await work.result
         await reader?.value
         await log?.close()
+        await session?.shutdown()
 
         switch result {
         case .success(let statistics):
@@ -279,79 +283,34 @@ struct SplitfetchCommand: AsyncParsableCommand {
         let directory = output.directory
         // Made once, not once per URL.
         if let directory, let problem = createDirectories(directory) { return fail(.fileIO, problem) }
-        let session = Session(maximumConnections: max(8, jobs * options.connections))
+        let session = Session(maximumConnectionsPerHost: transfer.maxConnectionsPerHost,
+                              maximumConnections: max(8, jobs * options.connections))
         let quiet = output.quiet
         let started = ContinuousClock.now
-        // Up to `jobs` downloads use the network at once. A download whose bytes have all
-        // arrived makes room for the next while it is synced and renamed, so no file waits for
-        // another's fsync, and each is still durable under its final name.
-        enum Step: Sendable {
-            case transferred
-            case finished(Int, String, Result<DownloadStatistics, DownloadError>)
-            case eventsWritten
-        }
         let log: EventLog?
         do { log = try output.events.map(EventLog.init(path:)) } catch { return fail(.fileIO, "\(error)") }
-        let work = Task { () -> [(String, Result<DownloadStatistics, DownloadError>)] in
-            await withTaskGroup(of: Step.self) { group in
-                var results = [(String, Result<DownloadStatistics, DownloadError>)?](repeating: nil, count: list.count)
-                var next = 0
-                func add(_ group: inout TaskGroup<Step>) {
-                    let index = next
-                    let url = list[index]
-                    next += 1
-                    let name = defaultFileName(forURL: url)
-                    let path = directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
-                    var fileOptions = options
-                    let expected: Result<[ExpectedDigest], DownloadError>
-                    do throws(DownloadError) { expected = .success(try self.expected(from: checksums, path: path, url: url)) } catch {
-                        expected = .failure(error)
-                    }
-                    fileOptions.expectedDigests = (try? expected.get()) ?? []
-                    let download = Download(url, to: FilePath(path), options: fileOptions, session: session)
-                    if case .failure(let error) = expected {
-                        log?.record(.failed(error), download: index)
-                        group.addTask { .transferred }
-                        group.addTask { .finished(index, url, .failure(error)) }
-                        return
-                    }
-                    if let log {  // ends when the download's run() does
-                        group.addTask {
-                            for await event in download.events { log.record(event, download: index) }
-                            return .eventsWritten
-                        }
-                    }
-                    group.addTask {
-                        await download.transferred()
-                        return .transferred
-                    }
-                    group.addTask {
-                        do throws(DownloadError) {
-                            return .finished(index, url, .success(try await download.run()))
-                        } catch {
-                            return .finished(index, url, .failure(error))
-                        }
-                    }
-                }
-                while next < min(jobs, list.count) { add(&group) }
-                while let step = await group.next() {
-                    guard case .finished(let index, let url, let result) = step else {
-                        if case .transferred = step, next < list.count && !Task.isCancelled { add(&group) }
-                        continue
-                    }
-                    results[index] = (url, result)
-                    switch result {
-                    case .success(let s) where !quiet:
-                        writeRaw("\(s.path): \(ByteCount.format(Double(s.size))) in \(ByteCount.fixed(s.seconds, 2)) s\n")
-                        writeDigests(s)
-                    case .failure(let e):
-                        writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n")
-                    default:
-                        break
-                    }
-                }
-                return results.compactMap { $0 }
+        // Each file's options, with its digests from the checksum list; a file whose entry is
+        // unusable fails before it starts.
+        var files: [BatchFile] = []
+        var early: [(Int, Result<DownloadStatistics, DownloadError>)] = []
+        var indexOfFile: [Int] = []
+        for (index, url) in list.enumerated() {
+            let name = defaultFileName(forURL: url)
+            let path = directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
+            var fileOptions = options
+            do throws(DownloadError) {
+                fileOptions.expectedDigests = try expected(from: checksums, path: path, url: url)
+            } catch {
+                log?.record(.failed(error), download: index)
+                early.append((index, .failure(error)))
+                continue
             }
+            files.append(BatchFile(url, to: FilePath(path), options: fileOptions))
+            indexOfFile.append(index)
+        }
+        let (batch, listIndex, failedEarly) = (files, indexOfFile, early)
+        let work = Task {
+            await runBatch(batch, listIndex: listIndex, failedEarly: failedEarly, of: list, session: session, log: log)
         }
         let signals = SignalForwarder(onSignal: { work.cancel() })
         defer { signals.stop() }
@@ -381,6 +340,50 @@ struct SplitfetchCommand: AsyncParsableCommand {
             if case .failure(let e) = result { return e.code == .interrupted ? .interrupted : ExitStatus(e.code) }
         }
         return results.count == list.count ? .success : .interrupted
+    }
+
+    /// Runs the files of a batch through the session, printing a line as each ends; the results
+    /// in the order of `list`.
+    private func runBatch(_ batch: [BatchFile], listIndex: [Int], failedEarly: [(Int, Result<DownloadStatistics, DownloadError>)],
+                          of list: [String], session: Session, log: EventLog?) async -> [(String, Result<DownloadStatistics, DownloadError>)] {
+        let (jobs, quiet) = (input.jobs, output.quiet)
+        // The event readers end when their download's run() does; the log closes after them.
+        let readers = EventReaders()
+        var results = [(String, Result<DownloadStatistics, DownloadError>)?](repeating: nil, count: list.count)
+        for (index, result) in failedEarly {
+            results[index] = (list[index], result)
+            if case .failure(let e) = result { writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n") }
+        }
+        var observe: (@Sendable (Int, Download) -> Void)?
+        if let log {
+            observe = { index, download in
+                let number = listIndex[index]
+                readers.add(Task { for await event in download.events { log.record(event, download: number) } })
+            }
+        }
+        for await file in session.download(batch, jobs: jobs, observe: observe) {
+            results[listIndex[file.index]] = (file.url, file.result)
+            switch file.result {
+            case .success(let s) where !quiet:
+                writeRaw("\(s.path): \(ByteCount.format(Double(s.size))) in \(ByteCount.fixed(s.seconds, 2)) s\n")
+                writeDigests(s)
+            case .failure(let e):
+                writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n")
+            default:
+                break
+            }
+        }
+        await readers.waitForAll()
+        return results.compactMap { $0 }
+    }
+
+    /// The tasks writing each download's events to `--events`, awaited before the log closes.
+    final class EventReaders: Sendable {
+        private let tasks = Mutex<[Task<Void, Never>]>([])
+        func add(_ task: Task<Void, Never>) { tasks.withLock { $0.append(task) } }
+        func waitForAll() async {
+            for task in tasks.withLock({ $0 }) { await task.value }
+        }
     }
 
     private func fail(_ status: ExitStatus, _ message: String) -> ExitStatus {

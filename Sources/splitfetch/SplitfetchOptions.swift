@@ -72,6 +72,10 @@ struct TransferOptions: ParsableArguments {
             parsing: .unconditional, help: ArgumentHelp("Parallel connections (1-\(DownloadOptions.maximumConnections)).", valueName: "n"))
     var connections = defaults.connections
 
+    @Option(name: .customLong("max-connections-per-host"), parsing: .unconditional, help: ArgumentHelp(
+        "At most N connections to one host at once, over every download of the run (-j included).", valueName: "n"))
+    var maxConnectionsPerHost: Int?
+
     @Option(parsing: .unconditional, help: ArgumentHelp("Smallest initial range per connection, e.g. 1M, 512K.", valueName: "size"))
     var minSegmentSize = ByteSize(defaults.minimumSegmentSize)
 

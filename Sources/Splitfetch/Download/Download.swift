@@ -123,8 +123,9 @@ public final class Download: Sendable {
         guard let scheme = CurlURL(url)?.scheme, scheme == "http" || scheme == "https" else {
             throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
         }
-        let transport = session?.transport ?? CurlTransport(maximumConnections: options.connections)
-        var engine = Engine(url: url, destination: destination.string, options: options, transport: transport,
+        let transport = session?.transport(for: url) ?? CurlTransport(maximumConnections: options.connections)
+        var engine = Engine(url: url, destination: destination.string, options: options,
+                            connector: Connector(transport: transport, limiter: session?.limiter),
                             policy: RequestPolicy(url: url, options: options),
                             emit: { [continuation] in continuation.yield($0) },
                             transferred: { [weak self] in self?.networkOver() })

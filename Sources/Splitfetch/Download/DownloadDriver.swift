@@ -284,9 +284,14 @@ final class DownloadDriver {
             ? HTTPFields.ifRangeValue(etag: resource.etag, lastModified: resource.lastModified, date: resource.date) : nil
         if let ifRange { request.headers.append("If-Range: \(ifRange)") }
         let sink = makeSink(for: start, sentIfRange: ifRange != nil)
-        let (transport, queue, id) = (engine.transport, queue, start.id)
+        let (connector, queue, id, shared) = (engine.connector, queue, start.id, shared)
         transfers[id] = Task {
-            let result = await transport.perform(request, sink: sink)
+            // Waiting for a slot of the host (a session's per-host cap), the transfer is paused,
+            // not stalled.
+            let result = await connector.perform(request, sink: sink) { waiting in
+                let now = shared.now()
+                shared.withLock { $0.paused(id, waiting, now: now) }
+            }
             let (end, error, length) = TransferOutcome.of(result, sink: sink)
             queue.post(.transferEnded(id, end, error, streamLength: length))
         }
@@ -348,7 +353,7 @@ final class DownloadDriver {
     /// same file: same size, and the same validators where both answers have them.
     private func resolveAgain() {
         let (queue, old) = (queue, resource)
-        let probe = Probe(transport: engine.transport, policy: engine.policy)
+        let probe = Probe(connector: engine.connector, policy: engine.policy)
         resolution = Task {
             var fresh: RemoteResource?
             do { fresh = try await probe.run(rangeOnly: true) } catch { fresh = nil }
@@ -372,7 +377,7 @@ final class DownloadDriver {
         old?.close()
         file = nil
         await io.run { partial.removeOwnData(of: old) }
-        let confirmed = try await Probe(transport: engine.transport, policy: engine.policy).run(rangeOnly: true)
+        let confirmed = try await Probe(connector: engine.connector, policy: engine.policy).run(rangeOnly: true)
         engine.emit(.probed(confirmed.redacted))
         resource = confirmed
         let (answer, now) = (DownloadMachine.ProbeAnswer(size: confirmed.size, acceptsRanges: confirmed.acceptsRanges,

@@ -6,7 +6,7 @@ struct Engine: Sendable {
     let url: String
     var destination: String
     let options: DownloadOptions
-    let transport: CurlTransport
+    let connector: Connector
     /// What each request may carry; built once from the URL and options.
     let policy: RequestPolicy
     let emit: @Sendable (DownloadEvent) -> Void
@@ -42,7 +42,7 @@ struct Engine: Sendable {
         let first = ByteRange(0, options.connections == 1 ? Int64.max : options.minimumSegmentSize)
         while true {
             do {
-                let probe = Probe(transport: transport, policy: policy)
+                let probe = Probe(connector: connector, policy: policy)
                 let (resource, open) = getFirst ? try await probe.runGetFirst(range: first) : (try await probe.run(), nil)
                 emit(.probed(resource.redacted))
                 return (resource, open)

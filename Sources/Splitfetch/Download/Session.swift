@@ -3,35 +3,62 @@ import Glibc
 #endif
 
 /// Shares transports — libcurl threads with their connection caches — between downloads, so a
-/// mirror tool fetching many files from one host reuses its TCP (and TLS) connections.
+/// mirror tool fetching many files from one host reuses its TCP (and TLS) connections, and keeps
+/// to a per-host connection cap across all of them.
 ///
 /// ```swift
-/// let session = Session()
-/// for url in urls { try await Download(url, to: path(for: url), session: session).run() }
+/// let session = Session(maximumConnectionsPerHost: 8)
+/// for await file in session.download(files, jobs: 4) { report(file) }
 /// await session.shutdown()
 /// ```
 ///
-/// A session has one transport thread per core (at most four). Each download runs on the one
-/// with the fewest transfers under way when it starts, the first on a tie: downloads one after
-/// another all use the first, and its kept-alive connections; downloads side by side spread over
-/// the cores, so receiving and writing many small files is not bound to one thread.
+/// A session has one transport thread per core (at most four). Without a per-host cap, each
+/// download runs on the one with the fewest transfers under way when it starts, the first on a
+/// tie: downloads one after another all use the first, and its kept-alive connections;
+/// downloads side by side spread over the cores. With a cap, every download of a host runs on
+/// the same thread, so the host's kept-alive connections are in one cache and counted once.
+///
+/// **Per-host cap.** With `maximumConnectionsPerHost`, every request of every download in the
+/// session holds a slot of its host (`host:port`) from before it is sent until its transfer
+/// ends; a request that finds none free waits, and its download's machine counts it as paused,
+/// not stalled. A freed slot goes to the waiting download that holds the fewest (the earliest on
+/// a tie), so downloads that share a host get equal shares within a few transfers, and a
+/// download's idle connection is another's next one. libcurl's `CURLMOPT_MAX_HOST_CONNECTIONS`
+/// bounds the connections it keeps per host to the same number.
 ///
 /// Thread safety: `Sendable`; downloads on one session may run concurrently.
 public final class Session: Sendable {
     let transports: [CurlTransport]
+    /// The per-host cap, when there is one.
+    let limiter: HostLimiter?
 
     /// - Parameters:
+    ///   - maximumConnectionsPerHost: connections to one host at once, over every download of
+    ///     the session; `nil` for no cap. At least 1.
     ///   - maximumConnections: connections kept open for reuse across downloads, in all.
     ///   - threads: transport threads; by default one per core, at most four.
-    public init(maximumConnections: Int = 64, threads: Int? = nil) {
+    public init(maximumConnectionsPerHost: Int? = nil, maximumConnections: Int = 64, threads: Int? = nil) {
         let count = max(1, threads ?? min(4, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
         let share = (max(1, maximumConnections) + count - 1) / count
-        transports = (0..<count).map { _ in CurlTransport(maximumConnections: share) }
+        let perHost = maximumConnectionsPerHost.map { max(1, $0) }
+        transports = (0..<count).map { _ in CurlTransport(maximumConnections: share, maximumPerHost: perHost ?? 0) }
+        limiter = perHost.map { HostLimiter(cap: $0) }
     }
 
-    /// The transport for a download starting now: the least busy, the first on a tie.
-    var transport: CurlTransport {
-        transports.min { $0.transfersUnderWay < $1.transfersUnderWay }!
+    /// The per-host cap, if any.
+    public var maximumConnectionsPerHost: Int? { limiter?.cap }
+
+    /// The transport for a download of `url` starting now: its host's, with a per-host cap;
+    /// otherwise the least busy, the first on a tie.
+    func transport(for url: String) -> CurlTransport {
+        guard limiter != nil, transports.count > 1 else {
+            return transports.min { $0.transfersUnderWay < $1.transfersUnderWay }!
+        }
+        // A stable choice by the host's name (Hasher is seeded per process, which is enough).
+        var hasher = Hasher()
+        hasher.combine(Connector.host(of: url))
+        let index = Int(UInt(bitPattern: hasher.finalize()) % UInt(transports.count))
+        return transports[index]
     }
 
     /// Ends the transport threads and waits for them; downloads still running end as interrupted.

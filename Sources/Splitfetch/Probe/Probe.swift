@@ -8,7 +8,7 @@ import SegmentPlanning
 /// one hop at a time, each checked by the ``RequestPolicy`` (only `http`/`https`, no `https` →
 /// `http` unless allowed, no loops, at most ``DownloadOptions/maximumRedirects``).
 struct Probe {
-    let transport: CurlTransport
+    let connector: Connector
     let policy: RequestPolicy
     var options: DownloadOptions { policy.options }
 
@@ -27,7 +27,7 @@ struct Probe {
             var request = policy.request(current, method: method, range: range)
             request.totalTimeout = options.probeTimeout.seconds
             if options.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
-            let result = await transport.perform(request, sink: sink)
+            let result = await connector.perform(request, sink: sink)
             if result.cancelled { throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))") }
             guard let next = try nextHop(after: result, from: current, of: url, visited: &visited, hops: &hops) else {
                 return (result, current)
@@ -134,9 +134,17 @@ struct Probe {
             // A 206 brings at most the range; a 200 brings the whole file while the partial file is
             // created (milliseconds): beyond 8 MiB held, the stream is asked for again.
             let sink = OpenBodySink(limit: Int(max(min(range.count, 64 << 20), 8 << 20)))
-            let transport = self.transport
+            // The slot is taken before the probe's clock starts: a wait for the host is not the
+            // server's slowness. The transfer holds it until its body ends (when adopted, as the
+            // download's first transfer).
+            guard await connector.acquire(for: current) else {
+                throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))")
+            }
+            let connector = self.connector
+            let slotURL = current
             let task = Task {
-                let result = await transport.perform(request, sink: sink)
+                let result = await connector.transport.perform(request, sink: sink)
+                connector.release(for: slotURL)
                 sink.ended()
                 return result
             }

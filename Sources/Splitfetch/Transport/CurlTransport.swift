@@ -55,9 +55,12 @@ final class CurlTransport: Sendable {
 
     /// Starts the transport thread. libcurl's set-up (the first time in the process) happens on
     /// that thread, never on the caller's.
-    /// - Parameter maximumConnections: connections kept open for reuse.
-    init(maximumConnections: Int) {
-        let loop = TransportLoop(transport: self, maximumConnections: maximumConnections)
+    /// - Parameters:
+    ///   - maximumConnections: connections kept open for reuse.
+    ///   - maximumPerHost: connections to one host, in use or kept (libcurl's
+    ///     `CURLMOPT_MAX_HOST_CONNECTIONS`); 0 for no limit.
+    init(maximumConnections: Int, maximumPerHost: Int = 0) {
+        let loop = TransportLoop(transport: self, maximumConnections: maximumConnections, maximumPerHost: maximumPerHost)
         startThread(name: "splitfetch-curl") { loop.run() }
     }
 
@@ -163,12 +166,14 @@ final class CurlTransport: Sendable {
         // @unchecked: created on the caller's thread and then used only by the transport thread.
         let transport: CurlTransport
         let maximumConnections: Int
+        let maximumPerHost: Int
         var active: [UInt64: Transfer] = [:]
         var pool: [UnsafeMutableRawPointer] = []
 
-        init(transport: CurlTransport, maximumConnections: Int) {
+        init(transport: CurlTransport, maximumConnections: Int, maximumPerHost: Int) {
             self.transport = transport
             self.maximumConnections = maximumConnections
+            self.maximumPerHost = maximumPerHost
         }
 
         /// Sets libcurl up and makes the multi handle; nil (with every waiting transfer failed)
@@ -180,7 +185,8 @@ final class CurlTransport: Sendable {
                 multi = curl_multi_init()
                 if let handle = multi {
                     for (option, value, name) in [(CURLMOPT_PIPELINING, 0, "CURLMOPT_PIPELINING"),
-                                                  (CURLMOPT_MAXCONNECTS, max(4, maximumConnections + 4), "CURLMOPT_MAXCONNECTS")] {
+                                                  (CURLMOPT_MAXCONNECTS, max(4, maximumConnections + 4), "CURLMOPT_MAXCONNECTS"),
+                                                  (CURLMOPT_MAX_HOST_CONNECTIONS, maximumPerHost, "CURLMOPT_MAX_HOST_CONNECTIONS")] {
                         let code = sf_multi_setopt_long(handle, option, value)
                         if code != CURLM_OK && failure == nil {
                             failure = "curl_multi_setopt(\(name)) failed: \(String(cString: curl_multi_strerror(code)))"

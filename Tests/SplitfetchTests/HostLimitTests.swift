@@ -1,0 +1,76 @@
+@testable import Splitfetch
+import SystemPackage
+import TestHTTPServer
+import Testing
+
+/// A session's per-host cap, enforced across all of its downloads.
+@Suite("Per-host cap")
+struct HostLimitTests {
+    /// 200 downloads from one host, 8 connections each, 16 at a time, in a session that allows 8
+    /// connections to the host: the server never sees more than 8 connections open at once, and
+    /// every file is whole.
+    @Test func twoHundredDownloadsNeverOpenMoreThanTheCap() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let session = Session(maximumConnectionsPerHost: 8)
+                var options = testOptions(connections: 8, minimumSegmentSize: 64 << 10)
+                options.stallTimeout = .seconds(60)  // a download waiting for slots is not stalled
+                let sizes = (0..<200).map { Int64(64 << 10) + Int64($0) * 4099 }  // 64 KiB to 0.9 MiB
+                let files = sizes.enumerated().map { index, size in
+                    BatchFile(server.url(size: size, name: "f\(index).bin", seed: UInt64(index + 1)),
+                              to: FilePath(dir + "/f\(index).bin"), options: options)
+                }
+                var ended = 0
+                for await file in session.download(files, jobs: 16) {
+                    ended += 1
+                    let statistics = try file.result.get()
+                    #expect(statistics.size == sizes[file.index])
+                    #expect(try sha256HexOfFile(atPath: file.destination.string)
+                        == SyntheticContent(size: sizes[file.index], seed: UInt64(file.index + 1)).sha256Hex())
+                }
+                let (waits, peakInUse) = session.limiter!.counts
+                await session.shutdown()
+                #expect(ended == 200)
+                // The session's limiter did it (libcurl's own per-host limit would hold the count
+                // too, but with requests queued inside libcurl that look stalled).
+                #expect(waits > 0 && peakInUse == 8, "waits \(waits), peak in use \(peakInUse)")
+                let peak = server.statistics.peakConnections
+                #expect(peak >= 2 && peak <= 8, "at most 8 connections at once, saw \(peak)")
+            }
+        }
+    }
+
+    /// Without the cap the same batch opens more: the count above is the cap's doing.
+    @Test func withoutTheCapTheSameBatchOpensMore() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let session = Session()
+                let options = testOptions(connections: 8, minimumSegmentSize: 64 << 10)
+                let files = (0..<32).map { index in
+                    BatchFile(server.url(size: 1 << 20, name: "g\(index).bin"), to: FilePath(dir + "/g\(index).bin"), options: options)
+                }
+                for await file in session.download(files, jobs: 16) {
+                    let digest = try sha256HexOfFile(atPath: file.destination.string)
+                    #expect(digest == SyntheticContent(size: 1 << 20).sha256Hex())
+                }
+                await session.shutdown()
+                #expect(server.statistics.peakConnections > 8)
+            }
+        }
+    }
+
+    /// A waiting request that is cancelled gets no slot and holds none; the slot goes on.
+    @Test func aCancelledWaitGivesUpItsPlace() async throws {
+        let limiter = HostLimiter(cap: 1)
+        let (a, b, c) = (limiter.newDownload(), limiter.newDownload(), limiter.newDownload())
+        #expect(await limiter.acquire(host: "h:80", download: a))
+        let waited = Task { await limiter.acquire(host: "h:80", download: b) }
+        let next = Task { await limiter.acquire(host: "h:80", download: c) }
+        waited.cancel()
+        #expect(await waited.value == false)
+        limiter.release(host: "h:80", download: a)
+        #expect(await next.value == true)
+        limiter.release(host: "h:80", download: c)
+        #expect(await limiter.acquire(host: "h:80", download: a))
+    }
+}
