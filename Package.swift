@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-http-structured-headers", from: "1.7.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // libcurl, linked; typed wrappers for its variadic calls.
@@ -44,6 +45,8 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
                 // pthread-based locks: visible to ThreadSanitizer, unlike Synchronization.Mutex's futex.
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                // Diagnostics: a Logger in the options; the library itself never prints.
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
@@ -52,6 +55,7 @@ let package = Package(
             dependencies: [
                 "Splitfetch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strict
@@ -90,6 +94,7 @@ let package = Package(
                 "Splitfetch", "TestHTTPServer", "SegmentPlanning",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Fixtures"],
             swiftSettings: strict

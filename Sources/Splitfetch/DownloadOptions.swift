@@ -1,3 +1,4 @@
+public import Logging
 public import SystemPackage
 
 /// Settings for one download. Every field has a default that suits a large file over HTTP(S).
@@ -124,6 +125,15 @@ public struct DownloadOptions: Sendable {
     var asksForObjectChecksum: Bool {
         headers.contains { $0.lowercased().hasPrefix("x-amz-checksum-mode:") }
     }
+
+    // MARK: Diagnostics
+
+    /// Where the download's decisions go, at `debug` level: each request (method, URL without
+    /// secrets, range, connection), each retry and its delay, splits, fewer connections, waits
+    /// for a host's slot, and how the download ended. The library never prints; by default this
+    /// logger discards everything. Give one of your logging backend's to see them.
+    public var logger = Logger(label: "splitfetch", factory: { _ in SwiftLogNoOpLogHandler() })
+
     /// For tests (`@testable`): writes past this offset fail as if the disk were full.
     var injectedFullDiskOffset: Int64?
 

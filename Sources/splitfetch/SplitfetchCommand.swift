@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import FoundationEssentials
+import Logging
 import Splitfetch
 import SystemPackage
 import Synchronization
@@ -114,6 +115,11 @@ struct SplitfetchCommand: AsyncParsableCommand {
         options.window = output.window.bytes
         options.maximumTime = transfer.maxTime?.duration
         if output.events != nil { options.progressInterval = EventLog.progressInterval }
+        if output.verbose {
+            var logger = Logger(label: "splitfetch") { label in StreamLogHandler.standardError(label: label) }
+            logger.logLevel = .debug
+            options.logger = logger
+        }
         options.rateLimit = transfer.limitRate.flatMap { $0.bytes > 0 ? RateLimit(bytesPerSecond: $0.bytes) : nil }
         return options
     }

@@ -21,6 +21,9 @@ struct InputOptions: ParsableArguments {
 
 /// Where the file goes and what is kept.
 struct OutputOptions: ParsableArguments {
+    @Flag(name: [.customShort("v"), .long], help: "Log each request, retry and decision to standard error (swift-log, debug level).")
+    var verbose = false
+
     @Option(name: [.customShort("o", allowingJoined: true), .long],
             parsing: .unconditional, help: ArgumentHelp("Output file name (default: the last path component of the URL); '-' writes the file to standard output, in order.", valueName: "name"))
     var output: String?

@@ -1,3 +1,4 @@
+import Logging
 import SegmentPlanning
 
 /// Performs what a download's ``DownloadMachine`` decides, and tells it what happened.
@@ -170,13 +171,16 @@ final class DownloadDriver {
                                            isTransient: true)
             }
             transfers[id]?.cancel()
-        case .notify(.retrying(let connection, let transfer, _, let delay)):
+        case .notify(.retrying(let connection, let transfer, let attempt, let delay)):
+            options.logger.debug("retrying", metadata: ["connection": "\(connection)", "attempt": "\(attempt)",
+                                                        "delay": "\(formatSeconds(delay))", "error": "\(error(of: transfer).message)"])
             counters[connection].retries.wrappingAdd(1, ordering: .relaxed)
             counters[connection].set(.waitingToRetry)
             engine.emit(.retrying(connection: connection, error: error(of: transfer), delay: .seconds(delay)))
         case .notify(.ifRangeDropped(let connection, let transfer)):
             engine.emit(.retrying(connection: connection, error: error(of: transfer), delay: .zero))
         case .notify(.connectionsReduced(let remaining, let transfer)):
+            options.logger.debug("fewer connections", metadata: ["remaining": "\(remaining)", "reason": "\(error(of: transfer).message)"])
             engine.emit(.connectionsReduced(to: remaining, reason: error(of: transfer).message))
         case .checkpoint(let checkpoint):
             save(checkpoint)
@@ -191,6 +195,7 @@ final class DownloadDriver {
         case .fail(let failure, let finalCheckpointFailed):
             ticker?.cancel()
             let error = error(for: failure, finalCheckpointFailed: finalCheckpointFailed)
+            options.logger.debug("download failed", metadata: ["code": "\(error.code)", "error": "\(error.message)"])
             file?.close()
             // A stream cannot resume: its partial file goes, on the I/O queue (unlinking a
             // large file can block).
@@ -263,6 +268,7 @@ final class DownloadDriver {
         counter.requests.wrappingAdd(1, ordering: .relaxed)
         counter.setRange(start.range.map { $0.lowerBound..<$0.upperBound })
         if start.isSplit, let range = start.range {
+            options.logger.debug("split", metadata: ["connection": "\(start.connection)", "range": "\(range.lowerBound)-\(range.upperBound - 1)"])
             engine.emit(.split(connection: start.connection, range: range.lowerBound..<range.upperBound))
         }
         connectionOf[start.id] = start.connection
@@ -284,11 +290,15 @@ final class DownloadDriver {
             ? HTTPFields.ifRangeValue(etag: resource.etag, lastModified: resource.lastModified, date: resource.date) : nil
         if let ifRange { request.headers.append("If-Range: \(ifRange)") }
         let sink = makeSink(for: start, sentIfRange: ifRange != nil)
-        let (connector, queue, id, shared) = (engine.connector, queue, start.id, shared)
+        let (connector, queue, id, shared, logger) = (engine.connector, queue, start.id, shared, options.logger)
+        logger.debug("request", metadata: ["transfer": "\(id)", "connection": "\(start.connection)", "url": "\(redactedURL(request.url))",
+                                           "range": "\(start.range.map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? "all")",
+                                           "if-range": "\(ifRange != nil)"])
         transfers[id] = Task {
             // Waiting for a slot of the host (a session's per-host cap), the transfer is paused,
             // not stalled.
             let result = await connector.perform(request, sink: sink) { waiting in
+                if waiting { logger.debug("waiting for a slot of the host", metadata: ["transfer": "\(id)"]) }
                 let now = shared.now()
                 shared.withLock { $0.paused(id, waiting, now: now) }
             }

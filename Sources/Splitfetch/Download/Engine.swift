@@ -1,3 +1,4 @@
+import Logging
 import SegmentPlanning
 
 /// Runs one download: the local checks, the probe, then a ``DownloadDriver`` around a
@@ -53,6 +54,8 @@ struct Engine: Sendable {
                     guard attempt > 1, error.isTransient else { throw error }
                     throw error.givenUp(after: attempt - 1)
                 case .retry(let delay):
+                    options.logger.debug("retrying the probe", metadata: ["attempt": "\(attempt)", "delay": "\(formatSeconds(delay))",
+                                                                          "error": "\(error.message)"])
                     emit(.retrying(connection: 0, error: error, delay: .seconds(delay)))
                     do { try await Task.sleep(for: .seconds(delay)) } catch {
                         throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))")
@@ -179,6 +182,8 @@ struct Engine: Sendable {
             resumedBytes: resumed)
         statistics.digests = digests
         statistics.verified = verified
+        options.logger.debug("finished", metadata: ["path": "\(statistics.path)", "bytes": "\(statistics.size)",
+                                                    "seconds": "\(formatSeconds(statistics.seconds))", "requests": "\(statistics.requests)"])
         emit(.finished(statistics))
         return statistics
     }
@@ -198,7 +203,14 @@ func formatPercent(_ value: Double) -> String {
     return "\(tenths / 10).\(tenths % 10)"
 }
 
-/// `20` or `1.5`, without Foundation.
+/// `20`, `1.5` or `0.268` (to the millisecond), without Foundation.
 func formatSeconds(_ value: Double) -> String {
-    value == value.rounded() ? String(Int(value)) : String(value)
+    let milliseconds = (value * 1000).rounded()
+    guard milliseconds.isFinite, abs(milliseconds) < 1e15 else { return String(value) }
+    let whole = Int(milliseconds)
+    if whole % 1000 == 0 { return String(whole / 1000) }
+    var fraction = String(abs(whole) % 1000)
+    fraction = String(repeating: "0", count: 3 - fraction.count) + fraction
+    while fraction.hasSuffix("0") { fraction.removeLast() }
+    return (whole < 0 ? "-" : "") + String(abs(whole) / 1000) + "." + fraction
 }

@@ -1,3 +1,4 @@
+import Logging
 import SegmentPlanning
 
 /// Learns a resource's size, validators and range support before the download starts.
@@ -27,6 +28,8 @@ struct Probe {
             var request = policy.request(current, method: method, range: range)
             request.totalTimeout = options.probeTimeout.seconds
             if options.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
+            options.logger.debug("probe request", metadata: ["method": "\(method)", "url": "\(redactedURL(current))",
+                                                             "range": "\(range.map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? "none")"])
             let result = await connector.perform(request, sink: sink)
             if result.cancelled { throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))") }
             guard let next = try nextHop(after: result, from: current, of: url, visited: &visited, hops: &hops) else {
@@ -131,6 +134,8 @@ struct Probe {
         while true {
             var request = policy.request(current, method: .get, range: range)
             if options.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
+            options.logger.debug("probe request", metadata: ["method": "get", "url": "\(redactedURL(current))",
+                                                             "range": "\(range.lowerBound)-\(range.upperBound == Int64.max ? "" : String(range.upperBound - 1))"])
             // A 206 brings at most the range; a 200 brings the whole file while the partial file is
             // created (milliseconds): beyond 8 MiB held, the stream is asked for again.
             let sink = OpenBodySink(limit: Int(max(min(range.count, 64 << 20), 8 << 20)))
