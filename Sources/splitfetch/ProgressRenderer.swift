@@ -1,51 +1,76 @@
+import ArgumentParser
 import Splitfetch
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Draws progress on standard error: a live bar on a terminal, a plain line every few seconds
-/// otherwise, and a one-line summary at the end.
+/// `--progress`: how a download's progress is shown.
+enum ProgressStyle: String, ExpressibleByArgument, CaseIterable {
+    /// A live bar on a terminal (with a line per connection on a wide one); plain lines otherwise.
+    case bar
+    /// A plain line every few seconds, terminal or not.
+    case lines
+    /// No progress; messages and the summary still appear.
+    case none
+}
+
+/// Draws progress on standard error: a live bar on a terminal, with one line per connection
+/// (its range, speed, state and bytes) under it when the terminal is wide enough, as axel and
+/// aria2 show; a plain line every few seconds otherwise; and a one-line summary at the end.
 struct ProgressRenderer {
     let isTerminal: Bool
-    /// Seconds between plain lines when standard error is not a terminal.
+    let style: ProgressStyle
+    /// Columns of the terminal, read when the renderer is made; 0 when unknown.
+    let columns: Int
+    /// Seconds between plain lines.
     var plainInterval = 5.0
+    /// The narrowest terminal that gets the per-connection lines.
+    static let connectionViewColumns = 60
     private var lastPlain = -1.0
-    private var lastWidth = 0
+    /// Lines the live block took when last drawn (0: nothing drawn).
+    private var drawnLines = 0
 
-    init() {
-        self.isTerminal = isatty(STDERR_FILENO) == 1
+    /// - Parameter style: `nil` chooses: a bar on a terminal, lines otherwise.
+    init(style: ProgressStyle? = nil) {
+        isTerminal = isatty(STDERR_FILENO) == 1
+        self.style = style ?? (isTerminal ? .bar : .lines)
+        var size = winsize()
+        columns = isTerminal && ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0 ? Int(size.ws_col) : 0
     }
+
+    /// Whether the live bar is drawn (`bar`, on a terminal).
+    var isLive: Bool { style == .bar && isTerminal }
 
     mutating func handle(_ event: DownloadEvent) {
         switch event {
         case .probed(let resource):
-            if !isTerminal {
+            if style == .lines {
                 let size = resource.size.map { ByteCount.format(Double($0)) } ?? "unknown size"
                 writeLine("probed \(resource.finalURL): \(size), ranges \(resource.acceptsRanges ? "yes" : "no")")
             }
         case .started(let mode, let connections, _):
-            if !isTerminal { writeLine("downloading: \(mode.rawValue), \(connections) connection\(connections == 1 ? "" : "s")") }
+            if style == .lines { writeLine("downloading: \(mode.rawValue), \(connections) connection\(connections == 1 ? "" : "s")") }
         case .progress(let p):
-            if isTerminal {
-                draw(bar(p))
-            } else if lastPlain < 0 || p.elapsed.seconds - lastPlain >= plainInterval {
+            if isLive {
+                draw(block(p))
+            } else if style == .lines, lastPlain < 0 || p.elapsed.seconds - lastPlain >= plainInterval {
                 lastPlain = p.elapsed.seconds
                 writeLine(line(p))
             }
         case .retrying(let connection, let error, let delay):
-            clearBar()
+            clearBlock()
             writeLine("connection \(connection): \(error.message); retrying in \(ByteCount.fixed(delay.seconds, 1)) s")
         case .connectionsReduced(let remaining, let reason):
-            clearBar()
+            clearBlock()
             writeLine("server busy (\(reason)); continuing with \(remaining) connection\(remaining == 1 ? "" : "s")")
         case .warning(let text):
-            clearBar()
+            clearBlock()
             writeLine("warning: \(text)")
         case .split:
-            break  // the bar shows the connections; a split changes what one of them fetches
+            break  // the connection lines show the new ranges
         case .finished, .failed:
-            clearBar()
+            clearBlock()
         }
     }
 
@@ -73,20 +98,70 @@ struct ProgressRenderer {
         return "[\(bar)] " + line(p)
     }
 
-    private mutating func draw(_ text: String) {
-        var out = "\r" + text
-        if text.count < lastWidth { out += String(repeating: " ", count: lastWidth - text.count) }
-        lastWidth = text.count
+    /// One line per connection: `#3 receiving  [12.0 MiB, 16.0 MiB)  3.1 MiB/s  9.5 MiB`.
+    static func connectionLine(_ c: ConnectionProgress) -> String {
+        let state: String
+        switch c.state {
+        case .idle: state = "idle"
+        case .receiving: state = "receiving"
+        case .waitingToRetry: state = "retry wait"
+        case .done: state = "done"
+        }
+        let range = c.range.map { "[\(ByteCount.format(Double($0.lowerBound))), \(ByteCount.format(Double($0.upperBound))))" } ?? "-"
+        let padded = state.padding(to: 10)
+        return "  #\(c.id) \(padded) \(range.padding(to: 24)) \(ByteCount.format(c.bytesPerSecond))/s".padding(to: 58)
+            + "  \(ByteCount.format(Double(c.bytes)))"
+    }
+
+    /// The live block: the bar, then a line per connection when the terminal is wide enough and
+    /// there is more than one.
+    func block(_ p: DownloadProgress) -> [String] {
+        var lines = [bar(p)]
+        if columns >= Self.connectionViewColumns && p.connections.count > 1 {
+            lines += p.connections.sorted { $0.id < $1.id }.map(Self.connectionLine)
+        }
+        return lines
+    }
+
+    /// Redraws the block in place: back to its first line, each line cleared and rewritten (cut
+    /// to the terminal's width, so nothing wraps), and lines left over from a taller block cleared.
+    private mutating func draw(_ lines: [String]) {
+        let width = columns > 1 ? columns - 1 : Int.max
+        var out = drawnLines > 1 ? "\u{1B}[\(drawnLines - 1)A" : ""
+        for (index, text) in lines.enumerated() {
+            out += "\r\u{1B}[2K" + String(text.prefix(width))
+            if index < lines.count - 1 { out += "\n" }
+        }
+        if drawnLines > lines.count {
+            for _ in lines.count..<drawnLines { out += "\n\r\u{1B}[2K" }
+            out += "\u{1B}[\(drawnLines - lines.count)A"
+        }
+        drawnLines = lines.count
         writeRaw(out)
     }
 
-    private mutating func clearBar() {
-        guard isTerminal, lastWidth > 0 else { return }
-        writeRaw("\r" + String(repeating: " ", count: lastWidth) + "\r")
-        lastWidth = 0
+    /// Clears the block and leaves the cursor where it began, for a message or the summary.
+    private mutating func clearBlock() {
+        guard isLive, drawnLines > 0 else { return }
+        var out = drawnLines > 1 ? "\u{1B}[\(drawnLines - 1)A" : ""
+        for index in 0..<drawnLines {
+            out += "\r\u{1B}[2K"
+            if index < drawnLines - 1 { out += "\n" }
+        }
+        if drawnLines > 1 { out += "\u{1B}[\(drawnLines - 1)A" }
+        out += "\r"
+        drawnLines = 0
+        writeRaw(out)
     }
 
     func writeLine(_ text: String) { writeRaw(text + "\n") }
+}
+
+extension String {
+    /// Padded with spaces to `width` characters (never cut).
+    func padding(to width: Int) -> String {
+        count >= width ? self : self + String(repeating: " ", count: width - count)
+    }
 }
 
 /// Writes to standard error without buffering.

@@ -217,7 +217,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         let quiet = output.quiet
         // Quiet and without --events, nothing reads the events (the stream keeps only the newest).
         let reader = quiet && log == nil ? nil : Task {
-            var renderer = quiet ? nil : ProgressRenderer()
+            var renderer = quiet ? nil : ProgressRenderer(style: output.progress)
             for await event in download.events {
                 renderer?.handle(event)
                 log?.record(event, download: 0)

@@ -24,6 +24,11 @@ struct OutputOptions: ParsableArguments {
     @Flag(name: [.customShort("v"), .long], help: "Log each request, retry and decision to standard error (swift-log, debug level).")
     var verbose = false
 
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "Progress display: bar (live, with a line per connection on a wide terminal), lines (a plain line every 5 s) or none (default: bar on a terminal, else lines).",
+        valueName: "style"))
+    var progress: ProgressStyle?
+
     @Option(name: [.customShort("o", allowingJoined: true), .long],
             parsing: .unconditional, help: ArgumentHelp("Output file name (default: the last path component of the URL); '-' writes the file to standard output, in order.", valueName: "name"))
     var output: String?
