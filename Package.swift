@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-http-structured-headers", from: "1.7.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // scripts/docs: the DocC catalogue (swift package generate-documentation).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // libcurl, linked; typed wrappers for its variadic calls.

@@ -2,7 +2,7 @@
 /// credentials) are made by ``CurlURL``, never by scanning text.
 
 /// The URL with any `user:password@` removed, for messages, logs and statistics; read by
-/// libcurl's parser (see ``CurlURL/redacting(_:)``).
+/// libcurl's own URL parser, which also hides signatures and tokens in the query.
 public func redactedURL(_ url: String) -> String {
     CurlURL.redacting(url)
 }

@@ -26,7 +26,9 @@ public struct ChecksumList: Sendable, Equatable {
     /// then the URL's); a path in the list matches by its last component. With no entry so
     /// named, a list of bare values (a sidecar) applies to any file.
     ///
-    /// - Parameter from: the file or URL the list came from, for messages.
+    /// - Parameters:
+    ///   - names: the names to look up, the output's first.
+    ///   - from: the file or URL the list came from, for messages.
     public func expected(for names: [String], from: String) -> [ExpectedDigest] {
         for name in names where !name.isEmpty {
             let matching = entries.filter { entry in

@@ -4,7 +4,7 @@ public import SystemPackage
 /// browser exporters write), and the `Cookie` field each request gets from them.
 ///
 /// A cookie goes to a request when its domain, path, `secure` flag and expiry match (RFC 6265
-/// §5.4), and only to the origin of the URL the caller gave: ``RequestPolicy`` leaves it off a
+/// §5.4), and only to the origin of the URL the caller gave: the request policy leaves it off a
 /// redirect target or a mirror elsewhere, even one the cookie's domain would cover.
 ///
 /// The matching is done here rather than by libcurl's cookie engine: an easy handle keeps the

@@ -41,7 +41,8 @@ public struct Manifest: Codable, Sendable, Equatable {
     public var bootID: String?
     /// Segments in ascending order, covering `[0, size)` exactly.
     public var segments: [Segment]
-    /// The server's digest of the file when the download began (see ``DigestPlan``): a different
+    /// The server's digest of the file when the download began (the one it would be checked
+    /// against): a different
     /// one on resume means the file changed. Absent when the server stated none.
     public var serverDigest: Digest?
     /// Version 1 only: CRC-32 (hex) of the manifest's canonical JSON without this field. Version 2
@@ -66,7 +67,9 @@ public struct Manifest: Codable, Sendable, Equatable {
 
     /// Decodes and checks a saved manifest (format, version, checksum, ranges).
     ///
-    /// - Parameter path: named in errors.
+    /// - Parameters:
+    ///   - jsonBytes: the file's bytes, as ``jsonBytes()`` wrote them.
+    ///   - path: named in errors.
     /// - Throws: ``DownloadError`` with code `badManifest`.
     public init(jsonBytes: [UInt8], path: String) throws(DownloadError) {
         self = try ManifestCodec.decode(jsonBytes, path: path)
