@@ -137,8 +137,10 @@ struct FaultTests {
         try await withServer { server in
             var options = Self.options()
             options.retryMaximumDelay = .seconds(2)
-            // No probe timeout a loaded machine could trip: it would be retried too.
+            // No probe or stall timeout a loaded machine could trip: a transfer aborted as
+            // stalled is retried on the backoff, even when its 503 arrives after the abort.
             options.probeTimeout = .seconds(60)
+            options.stallTimeout = .seconds(60)
             try await withTemporaryDirectory { dir in
                 // A 503 with Retry-After: 1 to the first request: nothing can take its place, so
                 // it is retried, after at least the second the server asked for.
