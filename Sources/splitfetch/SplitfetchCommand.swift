@@ -265,134 +265,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         }
     }
 
-    /// Several URLs: up to `--jobs` at a time over one shared session, so connections are reused.
-    func executeMany() async -> ExitStatus {
-        var collected = urls
-        if let inputFile = input.inputFile {
-            guard let text = readText(inputFile) else { return fail(.usage, "cannot read \(inputFile)") }
-            collected += text.split(whereSeparator: \.isNewline).map { String($0).trimmingCharacters() }
-                .filter { !$0.isEmpty && !$0.hasPrefix("#") }
-        }
-        let list = collected
-        guard !list.isEmpty else { return fail(.usage, "no URLs to download") }
-        var options = makeOptions()
-        do throws(DownloadError) {
-            try options.validate()
-            options.cookies = try await security.cookies()
-        } catch { return fail(.usage, error.message) }
-        let checksums: ChecksumList?
-        do { checksums = try await loadChecksumList(options: options) } catch {
-            return fail(error.code == .usage ? .usage : ExitStatus(error.code), error.message)
-        }
-        if security.insecure { writeRaw("splitfetch: WARNING: --insecure: TLS certificates and host names are NOT verified\n") }
-        let jobs = input.jobs
-        let directory = output.directory
-        // Made once, not once per URL.
-        if let directory, let problem = createDirectories(directory) { return fail(.fileIO, problem) }
-        let session = Session(maximumConnectionsPerHost: transfer.maxConnectionsPerHost,
-                              maximumConnections: max(8, jobs * options.connections))
-        let quiet = output.quiet
-        let started = ContinuousClock.now
-        let log: EventLog?
-        do { log = try output.events.map(EventLog.init(path:)) } catch { return fail(.fileIO, "\(error)") }
-        // Each file's options, with its digests from the checksum list; a file whose entry is
-        // unusable fails before it starts.
-        var files: [BatchFile] = []
-        var early: [(Int, Result<DownloadStatistics, DownloadError>)] = []
-        var indexOfFile: [Int] = []
-        for (index, url) in list.enumerated() {
-            let name = defaultFileName(forURL: url)
-            let path = directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
-            var fileOptions = options
-            do throws(DownloadError) {
-                fileOptions.expectedDigests = try expected(from: checksums, path: path, url: url)
-            } catch {
-                log?.record(.failed(error), download: index)
-                early.append((index, .failure(error)))
-                continue
-            }
-            files.append(BatchFile(url, to: FilePath(path), options: fileOptions))
-            indexOfFile.append(index)
-        }
-        let (batch, listIndex, failedEarly) = (files, indexOfFile, early)
-        let work = Task {
-            await runBatch(batch, listIndex: listIndex, failedEarly: failedEarly, of: list, session: session, log: log)
-        }
-        let signals = SignalForwarder(onSignal: { work.cancel() })
-        defer { signals.stop() }
-        let results = await work.value
-        await session.shutdown()
-        await log?.close()
-        let seconds = (ContinuousClock.now - started).seconds
-        let done = results.compactMap { try? $0.1.get() }
-        let total = done.reduce(Int64(0)) { $0 + $1.size }
-        if !quiet {
-            writeRaw("\(done.count) of \(list.count) files, \(ByteCount.format(Double(total))) in \(ByteCount.fixed(seconds, 2)) s, "
-                + "\(ByteCount.format(seconds > 0 ? Double(total) / seconds : 0))/s\n")
-        }
-        if let statsJson = output.statsJson {
-            let failures = results.compactMap { url, result -> FailedDownload? in
-                guard case .failure(let error) = result else { return nil }
-                let status: ExitStatus = error.code == .interrupted ? .interrupted : ExitStatus(error.code)
-                return FailedDownload(url: redactedURL(url), path: nil, error: .init(error), exitStatus: status.rawValue)
-            }
-            let batch = BatchStatistics(files: done, fileCount: list.count, failed: list.count - done.count, failures: failures,
-                                        size: total, seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(total) / seconds : 0)
-            do { try writeJSON(batch, to: statsJson) } catch {
-                return fail(.fileIO, "cannot write statistics to \(statsJson): \(error)")
-            }
-        }
-        for (_, result) in results {
-            if case .failure(let e) = result { return e.code == .interrupted ? .interrupted : ExitStatus(e.code) }
-        }
-        return results.count == list.count ? .success : .interrupted
-    }
-
-    /// Runs the files of a batch through the session, printing a line as each ends; the results
-    /// in the order of `list`.
-    private func runBatch(_ batch: [BatchFile], listIndex: [Int], failedEarly: [(Int, Result<DownloadStatistics, DownloadError>)],
-                          of list: [String], session: Session, log: EventLog?) async -> [(String, Result<DownloadStatistics, DownloadError>)] {
-        let (jobs, quiet) = (input.jobs, output.quiet)
-        // The event readers end when their download's run() does; the log closes after them.
-        let readers = EventReaders()
-        var results = [(String, Result<DownloadStatistics, DownloadError>)?](repeating: nil, count: list.count)
-        for (index, result) in failedEarly {
-            results[index] = (list[index], result)
-            if case .failure(let e) = result { writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n") }
-        }
-        var observe: (@Sendable (Int, Download) -> Void)?
-        if let log {
-            observe = { index, download in
-                let number = listIndex[index]
-                readers.add(Task { for await event in download.events { log.record(event, download: number) } })
-            }
-        }
-        for await file in session.download(batch, jobs: jobs, observe: observe) {
-            results[listIndex[file.index]] = (file.url, file.result)
-            switch file.result {
-            case .success(let s) where !quiet:
-                writeRaw("\(s.path): \(ByteCount.format(Double(s.size))) in \(ByteCount.fixed(s.seconds, 2)) s\n")
-                writeDigests(s)
-            case .failure(let e):
-                writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n")
-            default:
-                break
-            }
-        }
-        await readers.waitForAll()
-        return results.compactMap { $0 }
-    }
-
-    /// The tasks writing each download's events to `--events`, awaited before the log closes.
-    final class EventReaders: Sendable {
-        private let tasks = Mutex<[Task<Void, Never>]>([])
-        func add(_ task: Task<Void, Never>) { tasks.withLock { $0.append(task) } }
-        func waitForAll() async {
-            for task in tasks.withLock({ $0 }) { await task.value }
-        }
-    }
-
-    private func fail(_ status: ExitStatus, _ message: String) -> ExitStatus {
+    func fail(_ status: ExitStatus, _ message: String) -> ExitStatus {
         writeRaw("splitfetch: \(message)\n")
         return status
     }
@@ -401,7 +274,7 @@ struct SplitfetchCommand: AsyncParsableCommand {
         try writeJSON(statistics, to: path)
     }
 
-    private func writeJSON(_ value: some Encodable, to path: String) throws {
+    func writeJSON(_ value: some Encodable, to path: String) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         var data = try encoder.encode(value)
