@@ -12,6 +12,13 @@ import ipaddress
 import socket
 
 
+def close(writer):
+    try:
+        writer.close()
+    except Exception:
+        pass
+
+
 async def pipe(reader, writer):
     try:
         while True:
@@ -23,10 +30,7 @@ async def pipe(reader, writer):
     except (ConnectionError, asyncio.CancelledError):
         pass
     finally:
-        try:
-            writer.close()
-        except Exception:
-            pass
+        close(writer)
 
 
 async def handle(reader, writer, log):
@@ -64,10 +68,7 @@ async def handle(reader, writer, log):
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:
-        try:
-            writer.close()
-        except Exception:
-            pass
+        close(writer)
 
 
 async def main():

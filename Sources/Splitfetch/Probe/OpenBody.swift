@@ -118,7 +118,8 @@ final class OpenBodySink: TransferSink, Sendable {
             defer { state.buffer = HeldBytes(pool: pool) }
             return (state.buffer, state.head)
         }
-        guard var (buffer, head) = taken else { return }
+        guard let (held, head) = taken else { return }
+        var buffer = held
         var verdict = SinkVerdict.proceed
         if !buffer.isEmpty, let head {
             buffer.forEachChunk { bytes in
@@ -128,7 +129,6 @@ final class OpenBodySink: TransferSink, Sendable {
             }
         }
         buffer.release()
-        head = nil
         let resumes = state.withLockedValue { state in
             state.inner = inner
             state.flushing = false
