@@ -112,6 +112,9 @@ struct ProxyTests {
             try await withTemporaryDirectory { dir in
                 var options = testOptions()
                 options.proxy = "http://127.0.0.1:\(proxy.port)"
+                // No probe timeout a loaded machine (ThreadSanitizer) could trip: a timed-out
+                // probe is retried, and the count below is of the 407's requests.
+                options.probeTimeout = .seconds(60)
                 // The origin is never reached: only the proxy (on loopback) is asked.
                 let error = await failure("\(scheme)://127.0.0.2:9/size/100/f.bin", to: dir + "/f", options: options)
                 #expect(error?.code == .proxy, "\(error?.message ?? "no error")")
