@@ -35,7 +35,33 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
         var total: Double { reset + stall + busy + wrongRange }
     }
 
+    /// What goes wrong with one source of several (a mirror, or the URL probed).
+    public enum SourceFault: Sendable, Equatable {
+        /// Every request answers 404 (its identity check passed: the file went later).
+        case notFound
+        /// The server goes away at this virtual time: running responses reset, new connections are refused.
+        case diesAt(Double)
+        /// A mirror serving other bytes of the same size: its identity check fails.
+        case differentBytes
+    }
+
+    /// One source of several serving the file.
+    public struct Source: Sendable, Equatable {
+        /// Bytes per second of each of its connections.
+        public var rate: Double
+        public var fault: SourceFault?
+
+        public init(rate: Double, fault: SourceFault? = nil) {
+            self.rate = rate
+            self.fault = fault
+        }
+    }
+
     public var seed: UInt64
+    /// Several sources (``DownloadMachine/Configuration/sources``), each with
+    /// ``DownloadMachine/Configuration/connections`` connections at its own rate; empty: one
+    /// source whose connections run at ``rates``.
+    public var sources: [Source] = []
     /// The file's real size.
     public var size: Int64
     /// The size the first probe reports; another value makes the `206`s disagree (a size change).
@@ -74,7 +100,7 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
         "seed \(seed): \(size) bytes (probed \(probedSize)), ranges \(acceptsRanges), \(configuration.connections) connections, "
             + "min segment \(configuration.minimumSegmentSize), retries \(configuration.retry.retries), "
             + "stall timeout \(configuration.stallTimeout), rates \(rates.map { Int($0) }), latency \(latency), "
-            + "faults \(faults), persistent \(persistent.map { "\($0)" } ?? "none"), range cap \(rangeCap.map(String.init) ?? "none"), GET first \(getFirst), in order \(inOrder), window \(configuration.window.map(String.init) ?? "none"), reader \(readerRate.map { String(Int($0)) } ?? "instant")"
+            + "faults \(faults), sources \(sources.map { "\(Int($0.rate)) \($0.fault.map { "\($0)" } ?? "healthy")" }), persistent \(persistent.map { "\($0)" } ?? "none"), range cap \(rangeCap.map(String.init) ?? "none"), GET first \(getFirst), in order \(inOrder), window \(configuration.window.map(String.init) ?? "none"), reader \(readerRate.map { String(Int($0)) } ?? "instant")"
     }
 
     /// The time a perfect scheduler would need: one request latency, then every planned
@@ -83,6 +109,13 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
         let plan = Planner.plan(size: size, connections: configuration.connections,
                                 minimumSegmentSize: configuration.minimumSegmentSize)
         let total = (0..<max(1, plan.count)).reduce(0.0) { $0 + rates[$1 % rates.count] }
+        return latency.lowerBound + Double(size) / total
+    }
+
+    /// With several sources: the time their healthy ones alone would need, every connection busy
+    /// from one latency to the last byte.
+    public var healthySourcesIdealSeconds: Double {
+        let total = sources.filter { $0.fault == nil }.reduce(0.0) { $0 + $1.rate * Double(configuration.connections) }
         return latency.lowerBound + Double(size) / total
     }
 
@@ -161,6 +194,39 @@ public struct SimulationScenario: Sendable, CustomStringConvertible {
             scenario.configuration.window = between(1 << 20, 64 << 20)
             if unit() < 0.5 { scenario.readerRate = Double(between(64 << 10, 8 << 20)) }
         }
+        return scenario
+    }
+
+    /// Several sources (1 to 8) of 1 to 4 connections each, at 256 KiB/s to 8 MiB/s per
+    /// connection; some 404, die partway, or serve other bytes, but at least one is healthy. The
+    /// file takes the healthy ones 3 to 15 s.
+    public static func mirrors(seed: UInt64) -> SimulationScenario {
+        var rng = SplitMix64(seed: seed ^ 0x4D1_0505_F00D_CAFE)
+        func between(_ low: Int64, _ high: Int64) -> Int64 { low + Int64(rng.next() % UInt64(high - low + 1)) }
+        var configuration = DownloadMachine.Configuration()
+        configuration.seed = seed
+        configuration.connections = Int(between(1, 4))
+        configuration.minimumSegmentSize = 1 << 20
+        configuration.split = SegmentTable.SplitPolicy(minimumPiece: 64 << 10)
+        let count = Int(between(1, 8))
+        var sources = (0..<count).map { _ in Source(rate: Double(between(256 << 10, 8 << 20))) }
+        for index in sources.indices where rng.nextUnit() < 0.4 {
+            switch rng.next() % 3 {
+            case 0: sources[index].fault = .notFound
+            case 1: sources[index].fault = .diesAt(rng.nextUnit() * 4)
+            default: sources[index].fault = index == 0 ? .notFound : .differentBytes  // the URL probed is the reference
+            }
+        }
+        if !sources.contains(where: { $0.fault == nil }) { sources[Int(rng.next() % UInt64(count))].fault = nil }
+        configuration.sources = count
+        // Sized to take the healthy sources 3 to 15 s: long enough that the rates are learned,
+        // as for the files worth several mirrors.
+        let healthy = sources.filter { $0.fault == nil }.reduce(0.0) { $0 + $1.rate } * Double(configuration.connections)
+        let size = Int64(healthy * Double(between(3, 15)))
+        var scenario = SimulationScenario(seed: seed, size: size, configuration: configuration, rates: [sources[0].rate],
+                                          latency: 0.001...0.02)
+        scenario.sources = sources
+        scenario.getFirst = rng.next() % 2 == 0
         return scenario
     }
 

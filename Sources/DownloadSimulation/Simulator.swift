@@ -60,6 +60,8 @@ public struct Simulator {
     private var pendingProbe: (at: Double, answer: DownloadMachine.ProbeAnswer)?
     private var pendingCheckpoint: (id: Int, at: Double)?
     private var cancelAt: Double?
+    /// Identity checks of mirrors still out: when each answers.
+    private var pendingChecks: [(source: Int, at: Double)] = []
     private var faultsLeft: Int
     private var violations: [String] = []
     private var result: Outcome.Result?
@@ -110,6 +112,10 @@ public struct Simulator {
             requests += 1
         }
         perform(machine.probed(answer, now: now))
+        // Each mirror's identity check: a few small ranges from it and from the URL probed.
+        for source in scenario.sources.indices.dropFirst() {
+            pendingChecks.append((source, now + drawLatency() + drawLatency()))
+        }
         while result == nil {
             events += 1
             guard events < Self.maximumEvents, now < Self.maximumSeconds else {
@@ -125,7 +131,7 @@ public struct Simulator {
 
     // MARK: - The event loop
 
-    private enum Next { case prepare, probe, checkpoint, cancel, transfer(Int), wake, read }
+    private enum Next { case prepare, probe, checkpoint, cancel, transfer(Int), wake, read, check(Int) }
 
     private mutating func step() {
         var best: (time: Double, what: Next)?
@@ -140,6 +146,7 @@ public struct Simulator {
         for id in transfers.keys.sorted() { consider(transfers[id]!.next, .transfer(id)) }
         consider(wakeAt, .wake)
         consider(pendingRead?.at, .read)
+        for (index, check) in pendingChecks.enumerated() { consider(check.at, .check(index)) }
         guard let (time, what) = best, time.isFinite else {
             violations.append("nothing left to happen at \(now) s, but the machine has not ended")
             result = .hung
@@ -171,6 +178,11 @@ public struct Simulator {
             scheduleRead()
         case .transfer(let id):
             advance(transfer: id)
+        case .check(let index):
+            let source = pendingChecks.remove(at: index).source
+            let passed = scenario.sources[source].fault != .differentBytes
+            trace?.append("\(now): source \(source) checked: \(passed)")
+            perform(machine.sourceChecked(source, passed: passed, now: now))
         }
     }
 
@@ -363,13 +375,28 @@ public struct Simulator {
             end = scenario.size
         }
         let first = start.range?.lowerBound ?? 0
-        let rate = scenario.rates[start.connection % scenario.rates.count]
+        let rate = scenario.sources.isEmpty ? scenario.rates[start.connection % scenario.rates.count] : scenario.sources[start.source].rate
+        if !scenario.sources.isEmpty, scenario.sources[start.source].fault == .differentBytes {
+            violations.append("transfer \(start.id) asks source \(start.source), which serves other bytes")
+        }
         let behaviour = chooseBehaviour(for: start, first: first, end: end)
         transfers[start.id] = Transfer(id: start.id, rate: rate, offset: first, end: end, next: now + drawLatency(),
                                        behaviour: behaviour, isStream: isStream)
+        if case .diesAt(let t)? = scenario.sources.isEmpty ? nil : scenario.sources[start.source].fault {
+            // Refused once it is gone; reset where it got to by then while it was serving.
+            if now >= t {
+                transfers[start.id]!.behaviour = .fail(DownloadMachine.TransferFailure(isTransient: true))
+            } else if case .healthy = behaviour {
+                let cut = first + Int64((t - now) * rate)
+                if cut < end { transfers[start.id]!.behaviour = .resetAfter(cut) }
+            }
+        }
     }
 
     private mutating func chooseBehaviour(for start: DownloadMachine.TransferStart, first: Int64, end: Int64) -> Behaviour {
+        if !scenario.sources.isEmpty, scenario.sources[start.source].fault == .notFound {
+            return .fail(DownloadMachine.TransferFailure(httpStatus: 404, isTransient: false))
+        }
         switch scenario.persistent {
         case .notFound?:
             return .fail(DownloadMachine.TransferFailure(httpStatus: 404, isTransient: false))

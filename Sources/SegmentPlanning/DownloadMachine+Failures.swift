@@ -7,9 +7,13 @@ extension DownloadMachine {
     mutating func judge(failure: TransferFailure, of transfer: Transfer, wrote: Int64, now: Double,
                                 into actions: inout [Action]) {
         let slot = transfer.connection
+        let source = slots[slot].source
+        if wrote > 0 { sources[source].failuresInARow = 0 }
+        // A mirror naming another size, or a source that keeps failing while others serve.
+        if dropSourceIfFailing(failure, of: transfer, into: &actions) { return }
         // Another total before any byte was written, or a 416 saying the file ends before the
         // planned size (then the bytes written may be of another file too): start over.
-        if let observed = failure.observedTotal, mayRestartOnSizeMismatch, let table,
+        if source == 0, let observed = failure.observedTotal, mayRestartOnSizeMismatch, let table,
            table.writtenBytes == 0 || failure.httpStatus == 416 {
             // After bytes were written the server's answers contradict each other (206 totals
             // that ranges past the end refute): its ranges are not trusted again.
@@ -23,7 +27,7 @@ extension DownloadMachine {
             actions.append(.notify(.ifRangeDropped(connection: slot, transfer: transfer.id)))
             return
         }
-        if redirected, let status = failure.httpStatus, RetryPolicy.statusesOfAnExpiredURL.contains(status) {
+        if redirected, source == 0, let status = failure.httpStatus, RetryPolicy.statusesOfAnExpiredURL.contains(status) {
             // A signed URL expired: resolve it again rather than fail; its connection waits.
             if resolving { return }
             if resolutionsLeft > 0 {
@@ -34,7 +38,8 @@ extension DownloadMachine {
                 return
             }
         }
-        let live = slots.filter { $0.state != .retired }.count
+        // One connection fewer for a busy source, but never its last.
+        let live = slots.filter { $0.state != .retired && $0.source == source }.count
         if case .segmented = mode, let status = failure.httpStatus, RetryPolicy.statusesWithRetryAfter.contains(status),
            !transfers.isEmpty, live > 1 {
             slots[slot].state = .retired

@@ -12,7 +12,7 @@ extension DownloadMachine {
             let left = table.segments.reduce(Int64(0)) { $0 + $1.remaining }
             let perConnection = configuration.minimumSegmentSize
             let count = max(1, min(configuration.connections, Int((left + perConnection - 1) / perConnection)))
-            slots = Array(repeating: Slot(), count: count)
+            slots = makeSlots(perSource: count)
             return (answer.openBody != nil ? [.discardOpenBody] : []) + begin(now: now)
         }
         let segmented: Int64?
@@ -28,6 +28,9 @@ extension DownloadMachine {
         guard let size = segmented else {
             mode = .stream(size: observed == nil ? answer.size : nil)
             slots = [Slot()]
+            // One stream from the URL probed: mirrors take no part.
+            var dropped: [Action] = []
+            for source in sources.indices.dropFirst() { drop(source: source, transfer: nil, into: &dropped) }
             table = nil
             var actions: [Action] = []
             if answer.openBody == .whole, observed == nil {
@@ -35,24 +38,30 @@ extension DownloadMachine {
             } else if answer.openBody != nil {
                 actions.append(.discardOpenBody)
             }
-            return actions + [.prepare(Preparation(mode: mode!, manifest: nil))]
+            return dropped + actions + [.prepare(Preparation(mode: mode!, manifest: nil))]
         }
         // An open 206 body from byte 0 is the first segment; the rest is planned as usual.
         var first: ByteRange?
         if case .range(let r)? = answer.openBody, r.lowerBound == 0, r.upperBound <= size, !r.isEmpty, observed == nil { first = r }
+        // After a size change, mirrors checked against the old size are not trusted again.
+        var actions: [Action] = []
+        if observed != nil {
+            for source in sources.indices.dropFirst() { drop(source: source, transfer: nil, into: &actions) }
+        }
+        let connections = configuration.connections * configuration.sources
         // The rest: full shares for the other connections, the last and shorter one for the
         // probe's connection once its range is in (Planner.plan(after:size:...)).
         let plan: [ByteRange]
         if answer.inOrder || configuration.window != nil {
             let start = first?.upperBound ?? 0
-            plan = (first.map { [$0] } ?? []) + Planner.plan(inOrderFrom: start, size: size, connections: configuration.connections,
+            plan = (first.map { [$0] } ?? []) + Planner.plan(inOrderFrom: start, size: size, connections: connections,
                                                              minimumSegmentSize: configuration.minimumSegmentSize,
                                                              window: configuration.window)
         } else if let first {
-            plan = [first] + Planner.plan(after: first.upperBound, size: size, connections: configuration.connections,
+            plan = [first] + Planner.plan(after: first.upperBound, size: size, connections: connections,
                                           minimumSegmentSize: configuration.minimumSegmentSize)
         } else {
-            plan = Planner.plan(size: size, connections: configuration.connections, minimumSegmentSize: configuration.minimumSegmentSize)
+            plan = Planner.plan(size: size, connections: connections, minimumSegmentSize: configuration.minimumSegmentSize)
         }
         var policy = configuration.split
         if let window = configuration.window {
@@ -67,8 +76,7 @@ extension DownloadMachine {
         }
         durableOffsets = [:]
         mode = .segmented(size: size)
-        slots = Array(repeating: Slot(), count: min(configuration.connections, plan.count))  // the probe's is one of them
-        var actions: [Action] = []
+        slots = makeSlots(perSource: min(configuration.connections, plan.count))  // the probe's is one of them
         if first != nil {
             let id = nextTransferID
             let assignment = table!.assign(transfer: id, now: now)!  // segment 0, unowned

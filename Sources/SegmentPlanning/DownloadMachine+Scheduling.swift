@@ -22,7 +22,7 @@ extension DownloadMachine {
     /// stalled or hopelessly slow owner's remainder whole (that owner is then aborted). The
     /// fastest idle connection asks first; one that is refused does not stop a faster one.
     mutating func assignIdleConnections(now: Double, into actions: inout [Action]) {
-        let idle = slots.indices.filter { slots[$0].state == .idle }
+        let idle = slots.indices.filter { slots[$0].state == .idle && isUsable($0) }
             .sorted { (slots[$0].lastRate ?? -1, -$0) > (slots[$1].lastRate ?? -1, -$1) }
         let stragglerBelow = stragglerRate()
         for index in idle {
@@ -57,7 +57,9 @@ extension DownloadMachine {
         transfers[id] = Transfer(id: id, connection: connection, segment: segment, range: range, startedAt: now,
                                  lastProgressAt: now, offset: range?.lowerBound ?? 0, abortReason: nil)
         slots[connection].state = .busy(id)
-        return TransferStart(id: id, connection: connection, source: 0, range: range, useIfRange: range != nil && ifRangeUsable,
-                             isSplit: isSplit)
+        // Validators belong to the URL probed: a mirror's ETag differs for the same bytes.
+        let source = slots[connection].source
+        return TransferStart(id: id, connection: connection, source: source, range: range,
+                             useIfRange: range != nil && ifRangeUsable && source == 0, isSplit: isSplit)
     }
 }

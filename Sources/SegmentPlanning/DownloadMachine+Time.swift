@@ -15,7 +15,7 @@ extension DownloadMachine {
             consider(transfer.lastProgressAt + configuration.stallTimeout)
         }
         if phase == .running, case .segmented = mode {
-            if !transfers.isEmpty, slots.contains(where: { $0.state == .idle }) {
+            if !transfers.isEmpty, slots.indices.contains(where: { slots[$0].state == .idle && isUsable($0) }) {
                 consider(now + configuration.idleRecheckInterval)
             }
             // Even while one is saving, if it is still ahead: the driver then keeps one timer

@@ -5,8 +5,16 @@ extension DownloadMachine {
 
     /// Every tunable of the machine's decisions.
     public struct Configuration: Sendable, Equatable {
-        /// Connections for a segmented download (at least 1).
+        /// Connections for a segmented download (at least 1); with several sources, connections
+        /// of each source.
         public var connections: Int = 8
+        /// Sources serving the same file (at least 1): source 0 is the URL probed, the others are
+        /// mirrors that get no range before ``DownloadMachine/sourceChecked(_:passed:now:)``
+        /// says they serve the same bytes.
+        public var sources: Int = 1
+        /// A source whose requests failed this many times in a row, with no byte written in
+        /// between, is dropped while another source is left (its ranges go to the others).
+        public var sourceFailuresInARow: Int = 4
         /// The smallest range the initial plan gives one connection.
         public var minimumSegmentSize: Int64 = 1 << 20
         /// When and how in-flight ranges are split and stalled ones taken over.
@@ -165,6 +173,9 @@ extension DownloadMachine {
         /// The server answered `transfer`'s `If-Range` with the whole unchanged file; requests go
         /// on without `If-Range` (each response's validators are still checked).
         case ifRangeDropped(connection: Int, transfer: TransferID)
+        /// A source is used no more: `transfer`'s failure showed it keeps failing, or (`nil`) it
+        /// did not pass its identity check, or the file changed size and it was not checked again.
+        case sourceDropped(source: Int, transfer: TransferID?)
     }
 
     /// Why a download ended without its file.
@@ -178,6 +189,8 @@ extension DownloadMachine {
         case cancelled
         /// Every transfer ended with bytes still missing (a broken invariant; never expected).
         case incomplete
+        /// Every source was dropped, the last one by its identity check.
+        case noSourceLeft
     }
 
     /// What the driver must do next.

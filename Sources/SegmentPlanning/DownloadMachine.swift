@@ -41,6 +41,8 @@ public struct DownloadMachine: Sendable {
 
     /// One connection of the download.
     struct Slot: Sendable {
+        /// The source it asks (``Configuration/sources``).
+        var source = 0
         var state: SlotState = .idle
         /// Failed attempts in a row (a segmented attempt that wrote bytes starts again at 1).
         var failures = 0
@@ -97,11 +99,14 @@ public struct DownloadMachine: Sendable {
     var expiredTransfer: TransferID?
     /// The probe's open body, made a transfer at ``probed(_:now:)``, announced once prepared.
     var adopted: TransferStart?
+    /// Each source's standing; source 0, the URL probed, is in use from the start.
+    var sources: [SourceState]
 
     /// A fresh download: nothing on disk yet.
     public init(configuration: Configuration) {
-        precondition(configuration.connections >= 1 && configuration.minimumSegmentSize >= 1)
+        precondition(configuration.connections >= 1 && configuration.minimumSegmentSize >= 1 && configuration.sources >= 1)
         self.configuration = configuration
+        sources = (0..<configuration.sources).map { SourceState(status: $0 == 0 ? .active : .unchecked) }
         phase = .awaitingProbe(observedTotal: nil)
         random = SplitMix64(seed: configuration.seed)
         durableOffsets = [:]
@@ -240,7 +245,8 @@ public struct DownloadMachine: Sendable {
             wrote = transfer.offset
         }
         let slot = transfer.connection
-        slots[slot].state = .idle
+        // A connection of a dropped source takes nothing more.
+        slots[slot].state = sources[slots[slot].source].status == .dropped ? .retired : .idle
         let elapsed = now - transfer.startedAt
         // Long enough to tell: 0.2 s, or a quarter MiB (a piece of a download read in order can
         // be done in a tenth of a second, and without its rate a split would take the rate of
@@ -263,6 +269,7 @@ public struct DownloadMachine: Sendable {
             } else if segmentComplete || wrote > 0 {
                 // All of it, or a server that caps range lengths: the rest is asked for next.
                 slots[slot].failures = 0
+                sources[slots[slot].source].failuresInARow = 0
                 resolutionsLeft = Self.resolutionsInARow
             } else {
                 judge(failure: TransferFailure(isTransient: true), of: transfer, wrote: wrote, now: now, into: &actions)
@@ -294,7 +301,7 @@ public struct DownloadMachine: Sendable {
                 if !resolving { assignIdleConnections(now: now, into: &actions) }
                 // Nothing running, nothing waiting, and not the reader's window holding the rest
                 // back (``delivered(through:now:)`` brings it): the download cannot go on.
-                if transfers.isEmpty && !resolving && !table!.isHeldByWindow
+                if transfers.isEmpty && !resolving && !table!.isHeldByWindow && !sources.contains(where: { $0.status == .unchecked })
                     && !slots.contains(where: { if case .waiting = $0.state { true } else { false } }) {
                     stop(.incomplete)
                     return actions + advance(now: now)

@@ -62,6 +62,17 @@ public struct DownloadOptions: Sendable {
     /// Discard a partial file and manifest left by an earlier run and start over. Default `false`.
     public var restart: Bool = false
 
+    // MARK: Mirrors
+
+    /// Other URLs serving the same file (`--mirror`). Each proves it serves the same bytes
+    /// before it gets a range, and gets ``connections`` connections of its own. Default none.
+    public var mirrors: [String] = []
+    /// Use the mirrors a server announces with RFC 6249 `Link: <URL>; rel=duplicate` (a mirror
+    /// director such as MirrorBrain). Default `true`.
+    public var useMirrorLinks: Bool = true
+    /// Mirrors used at most, given and announced together. Default 16.
+    public var maximumMirrors: Int = 16
+
     // MARK: Integrity
 
     /// Digests the finished file must have (`--checksum`, a checksum list). They are checked as
@@ -173,6 +184,12 @@ public struct DownloadOptions: Sendable {
         if noProxy?.contains(where: { $0 == "\r" || $0 == "\n" }) == true { throw bad("--noproxy contains a line break") }
         if case .file(let path)? = netrc, !FileSystem.exists(path.string) { throw bad("netrc file \(path) does not exist") }
         if let maximumTime, maximumTime <= .zero { throw bad("the time limit must be positive") }
+        for mirror in mirrors {
+            guard let scheme = CurlURL(mirror)?.scheme, scheme == "http" || scheme == "https" else {
+                throw bad("mirror \(redactedURL(mirror)): not an http or https URL")
+            }
+        }
+        guard maximumMirrors >= 0 else { throw bad("the mirror limit must not be negative") }
         guard window >= 1 << 20 else { throw bad("the window must be at least 1 MiB, got \(window) bytes") }
         _ = try DigestPlan(given: expectedDigests, server: [], reported: reportedDigests)  // digests given that disagree
     }

@@ -213,6 +213,11 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         headers.add(name: "Content-Type", value: fault == "multipart" ? "multipart/byteranges; boundary=X" : "application/octet-stream")
         if fault == "gzip" { headers.add(name: "Content-Encoding", value: "gzip") }
         if let disposition = q["cd"] { headers.add(name: "Content-Disposition", value: percentDecode(disposition)) }
+        // `mirrors=URL|URL`: RFC 6249 links to mirrors of the file, in priority order.
+        if let mirrors = q["mirrors"] {
+            let links = percentDecode(mirrors).split(separator: "|").enumerated().map { "<\($0.element)>; rel=duplicate; pri=\($0.offset + 1)" }
+            headers.add(name: "Link", value: links.joined(separator: ", "))
+        }
         // `digestchange=head`: a HEAD states the digest of other bytes (same size and ETag), as
         // if the file had changed: a resumed download (which probes with HEAD) must notice.
         let stated = isHead && q["digestchange"] == "head" ? SyntheticContent(size: size, seed: seed &+ 1) : content
@@ -260,6 +265,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var plan = SendPlan(content: content, from: range.lowerBound, to: range.upperBound, rate: rate, close: closeAfter)
         plan.extraBytes = extra
         plan.corrupt = q["corrupt"].flatMap { Int64($0) }
+        plan.dieAfter = q["dieafter"].flatMap { Int64($0) }
         switch fault {
         case "reset": plan.stopAfter = (faultBytes, .close)
         case "stall": plan.stopAfter = (faultBytes, .stall)
@@ -284,6 +290,9 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var stopAfter: (Int64, Stop)?
         /// The file offset of a byte sent flipped (`corrupt=`).
         var corrupt: Int64?
+        /// `dieafter=BYTES`: once the server has sent this many body bytes in all, it goes down
+        /// for good: responses are cut and new connections get no answer (a mirror that dies).
+        var dieAfter: Int64?
     }
 
     private func finish(context: ChannelHandlerContext, close: Bool) {
@@ -299,6 +308,12 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         if let until = counters.outageUntil.withLockedValue({ $0 }), NIODeadline.now() < until {
             done()
             context.close(promise: nil)  // the server went down mid-response
+            return
+        }
+        if let die = plan.dieAfter, counters.bodyBytes.load(ordering: .relaxed) >= die {
+            counters.outageUntil.withLockedValue { $0 = .distantFuture }
+            done()
+            context.close(promise: nil)
             return
         }
         let position = plan.from + sent

@@ -12,7 +12,7 @@ struct SimulateCommand: ParsableCommand {
     @Option(help: "Run this one seed and print its trace.")
     var seed: UInt64?
 
-    @Option(help: "Scenario family: random, straggler, or streaming (a straggler mix read in order through a window).")
+    @Option(help: "Scenario family: random, straggler, streaming (a straggler mix read in order through a window), or mirrors.")
     var family: String = "random"
 
     @Option(help: "Run seeds 1...N and report the outcomes.")
@@ -22,6 +22,7 @@ struct SimulateCommand: ParsableCommand {
         switch family {
         case "straggler": .straggler(seed: seed)
         case "streaming": .streaming(seed: seed)
+        case "mirrors": .mirrors(seed: seed)
         default: .random(seed: seed)
         }
     }
@@ -46,7 +47,8 @@ struct SimulateCommand: ParsableCommand {
             let scenario = scenario(seed)
             let outcome = Simulator.run(scenario)
             if family != "random", outcome.result == .finished {
-                let ideal = family == "streaming" ? scenario.healthyIdealSeconds : scenario.idealSeconds
+                let ideal = family == "streaming" ? scenario.healthyIdealSeconds
+                    : family == "mirrors" ? scenario.healthySourcesIdealSeconds : scenario.idealSeconds
                 let ratio = outcome.seconds / ideal
                 ratios.append(ratio)
                 if ratio > worst?.ratio ?? 0 { worst = (ratio, seed) }

@@ -122,6 +122,8 @@ struct EventLine: Encodable {
     var connection: Int?
     var delay: Double?
     var range: [Int64]?
+    // probed: the mirrors the server announced
+    var mirrors: [String]?
     // connectionsReduced, warning
     var to: Int?
     var reason: String?
@@ -137,6 +139,7 @@ struct EventLine: Encodable {
             self.event = "probed"
             (url, finalURL, size, acceptsRanges) = (resource.url, resource.finalURL, resource.size, resource.acceptsRanges)
             (etag, lastModified) = (resource.etag, resource.lastModified)
+            mirrors = resource.mirrors.isEmpty ? nil : resource.mirrors
         case .started(let mode, let connections, let size):
             self.event = "started"
             (self.mode, connectionCount, self.size) = (mode.rawValue, connections, size)
@@ -159,6 +162,9 @@ struct EventLine: Encodable {
         case .warning(let text):
             self.event = "warning"
             message = text
+        case .sourceDropped(let url, let error):
+            self.event = "sourceDropped"
+            (self.url, self.error) = (url, Failure(error))
         case .finished(let statistics):
             self.event = "finished"
             self.statistics = statistics

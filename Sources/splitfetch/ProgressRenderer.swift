@@ -67,6 +67,9 @@ struct ProgressRenderer {
         case .warning(let text):
             clearBlock()
             writeLine("warning: \(text)")
+        case .sourceDropped(_, let error):
+            clearBlock()
+            writeLine("warning: source dropped: \(error.message)")
         case .split:
             break  // the connection lines show the new ranges
         case .finished, .failed:

@@ -12,10 +12,17 @@ extension SplitfetchCommand {
     /// Several URLs: up to `--jobs` at a time over one shared session, so connections are reused.
     func executeMany() async -> ExitStatus {
         var collected = urls
+        var mirrorsOf = urls.map { _ in [String]() }
         if let inputFile = input.inputFile {
             guard let text = readText(inputFile) else { return fail(.usage, "cannot read \(inputFile)") }
-            collected += text.split(whereSeparator: \.isNewline).map { String($0).trimmingCharacters() }
-                .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+            // aria2's convention: URLs of one file on one line, separated by tabs; the first is
+            // probed, the others are its mirrors.
+            for line in text.split(whereSeparator: \.isNewline).map({ String($0).trimmingCharacters() })
+            where !line.isEmpty && !line.hasPrefix("#") {
+                let sources = line.split(separator: "\t").map { String($0).trimmingCharacters() }.filter { !$0.isEmpty }
+                collected.append(sources[0])
+                mirrorsOf.append(Array(sources.dropFirst()))
+            }
         }
         let list = collected
         guard !list.isEmpty else { return fail(.usage, "no URLs to download") }
@@ -48,7 +55,9 @@ extension SplitfetchCommand {
             let name = defaultFileName(forURL: url)
             let path = directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
             var fileOptions = options
+            fileOptions.mirrors = mirrorsOf[index]
             do throws(DownloadError) {
+                try fileOptions.validate()
                 fileOptions.expectedDigests = try expected(from: checksums, path: path, url: url)
             } catch {
                 log?.record(.failed(error), download: index)

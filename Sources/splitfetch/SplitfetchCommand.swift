@@ -50,6 +50,9 @@ struct SplitfetchCommand: AsyncParsableCommand {
         guard (1...DownloadOptions.maximumConnections).contains(transfer.connections) else {
             throw ValidationError("--connections must be between 1 and \(DownloadOptions.maximumConnections)")
         }
+        if !transfer.mirrors.isEmpty && (urls.count > 1 || input.inputFile != nil) {
+            throw ValidationError("--mirror is for one file; with several, put each file's mirrors on its --input-file line, separated by tabs")
+        }
         if let cap = transfer.maxConnectionsPerHost, cap < 1 { throw ValidationError("--max-connections-per-host must be at least 1") }
         guard transfer.minSegmentSize.bytes > 0 else { throw ValidationError("--min-segment-size must be positive") }
         guard transfer.retries >= 0 else { throw ValidationError("--retries must not be negative") }
@@ -87,6 +90,8 @@ struct SplitfetchCommand: AsyncParsableCommand {
         options.connections = transfer.connections
         options.minimumSegmentSize = transfer.minSegmentSize.bytes
         options.headers = transfer.headers
+        options.mirrors = transfer.mirrors
+        options.useMirrorLinks = !transfer.noMirrorLinks
         options.userAgent = transfer.userAgent
         options.retries = transfer.retries
         options.connectTimeout = transfer.connectTimeout.duration

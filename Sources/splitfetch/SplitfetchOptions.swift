@@ -80,6 +80,14 @@ struct TransferOptions: ParsableArguments {
             parsing: .unconditional, help: ArgumentHelp("Parallel connections (1-\(DownloadOptions.maximumConnections)).", valueName: "n"))
     var connections = defaults.connections
 
+    @Option(name: .customLong("mirror"), parsing: .unconditionalSingleValue, help: ArgumentHelp(
+        "Another URL serving the same file (repeatable). It proves it serves the same bytes before it gets a range, and gets -n connections of its own.",
+        valueName: "url"))
+    var mirrors: [String] = []
+
+    @Flag(name: .customLong("no-mirror-links"), help: "Ignore the mirrors a server announces in Link: rel=duplicate headers (RFC 6249).")
+    var noMirrorLinks = false
+
     @Option(name: .customLong("max-connections-per-host"), parsing: .unconditional, help: ArgumentHelp(
         "At most N connections to one host at once, over every download of the run (-j included).", valueName: "n"))
     var maxConnectionsPerHost: Int?

@@ -96,9 +96,39 @@ struct SimulationTests {
         #expect(ratios[ratios.count * 9 / 10] <= 1.25, "p90 \(ratios[ratios.count * 9 / 10]) x the healthy ideal")
     }
 
+    /// Mixes of 1 to 8 sources at random speeds, some answering 404, dying partway or serving
+    /// other bytes, always finish while one healthy source remains: within 1.15 times the ideal
+    /// of the healthy sources combined, and never with a byte of a source that failed its
+    /// identity check (the simulator reports any request to one as a violation).
+    @Test func mirrorMixesFinishWithinTheHealthySourcesIdeal() async {
+        let seeds: UInt64 = getenv("SPLITFETCH_UNDER_TSAN") == nil ? 300 : 60
+        var worst = 0.0
+        for seed in UInt64(1)...seeds {
+            if seed % 10 == 0 { await Task.yield() }
+            let scenario = SimulationScenario.mirrors(seed: seed)
+            let outcome = Simulator.run(scenario)
+            #expect(outcome.result == .finished && outcome.violations.isEmpty, "\(Self.report(scenario, outcome, family: "mirrors"))")
+            let ratio = outcome.seconds / scenario.healthySourcesIdealSeconds
+            worst = max(worst, ratio)
+            #expect(ratio <= 1.15, "\(Self.report(scenario, outcome, family: "mirrors")): \(ratio) x the healthy sources' ideal")
+        }
+        print("mirror mixes over \(seeds) runs: worst \(worst) x the healthy sources' ideal")
+    }
+
+    /// The mirror mixes draw every kind of source fault, and sometimes none.
+    @Test func mirrorMixesDrawEveryKindOfSourceFault() {
+        var kinds = Set<String>()
+        for seed in UInt64(1)...200 {
+            for source in SimulationScenario.mirrors(seed: seed).sources {
+                kinds.insert(source.fault.map { "\($0)".prefix(6).description } ?? "healthy")
+            }
+        }
+        #expect(kinds == ["healthy", "notFou", "diesAt", "differ"], "\(kinds)")
+    }
+
     @Test func theSameSeedGivesTheSameRun() {
         for seed: UInt64 in [3, 77, 1_234, 9_999] {
-            for scenario in [SimulationScenario.random(seed: seed), .straggler(seed: seed)] {
+            for scenario in [SimulationScenario.random(seed: seed), .straggler(seed: seed), .mirrors(seed: seed)] {
                 let first = Simulator.run(scenario), second = Simulator.run(scenario)
                 #expect(first == second)
             }

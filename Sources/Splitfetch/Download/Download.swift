@@ -63,6 +63,22 @@ public final class Download: Sendable {
                   session: session)
     }
 
+    /// Describes a download of one file from several sources (mirrors): the first is probed
+    /// and is the reference; the others each prove they serve the same bytes before they get a
+    /// range, and get ``DownloadOptions/connections`` connections of their own. A source that
+    /// serves other bytes, answers 404, or keeps failing is dropped; the download fails only
+    /// when every source did. The same as `Download(sources[0], to:)` with the rest in
+    /// ``DownloadOptions/mirrors``.
+    ///
+    /// - Precondition: `sources` is not empty.
+    public convenience init(sources: [String], to destination: FilePath, options: DownloadOptions = DownloadOptions(),
+                            session: Session? = nil) {
+        precondition(!sources.isEmpty, "a download needs at least one source")
+        var options = options
+        options.mirrors = Array(sources.dropFirst()) + options.mirrors
+        self.init(sources[0], destination: destination, consumer: nil, options: options, session: session)
+    }
+
     init(_ url: String, destination: FilePath, consumer: (any ByteConsumer)?, options: DownloadOptions, session: Session?) {
         self.consumer = consumer
         self.session = session
@@ -123,7 +139,9 @@ public final class Download: Sendable {
         guard let scheme = CurlURL(url)?.scheme, scheme == "http" || scheme == "https" else {
             throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
         }
-        let transport = session?.transport(for: url) ?? CurlTransport(maximumConnections: options.connections)
+        // Connections kept for reuse: each source's (mirrors a server announces may add more).
+        let transport = session?.transport(for: url)
+            ?? CurlTransport(maximumConnections: options.connections * (1 + min(options.mirrors.count, options.maximumMirrors)))
         var engine = Engine(url: url, destination: destination.string, options: options,
                             connector: Connector(transport: transport, limiter: session?.limiter),
                             policy: RequestPolicy(url: url, options: options),

@@ -32,7 +32,8 @@ extension DownloadDriver {
         }
         let splits = shared.withLock { $0.splitCount }
         return engine.statistics(resource: resource, mode: segmented ? .segmented : .single, size: size, counters: counters,
-                                 splits: splits, resumed: resumedBytes, since: since, digests: digests, verified: digestPlan.checks)
+                                 splits: splits, resumed: resumedBytes, since: since, digests: digests, verified: digestPlan.checks,
+                                 sources: sourceStatistics(), sourceOf: { [shared] id in shared.withLock { $0.source(ofConnection: id) } })
     }
 
     /// Syncs the finished file and gives it its final name; the directory's sync makes the name last.
@@ -76,10 +77,12 @@ extension DownloadDriver {
     }
 
     func manifestTemplate(size: Int64) -> Manifest {
-        Manifest(url: url, finalURL: redactedURL(resource.finalURL), size: size, etag: resource.etag,
-                 lastModified: resource.lastModified,
-                 minimumSegmentSize: resumedManifest?.minimumSegmentSize ?? options.minimumSegmentSize,
-                 bootID: currentBootID, segments: [],
-                 serverDigest: DigestPlan.serverDigest(of: resource.digests)?.digest ?? resumedManifest?.serverDigest)
+        var manifest = Manifest(url: url, finalURL: redactedURL(resource.finalURL), size: size, etag: resource.etag,
+                                lastModified: resource.lastModified,
+                                minimumSegmentSize: resumedManifest?.minimumSegmentSize ?? options.minimumSegmentSize,
+                                bootID: currentBootID, segments: [],
+                                serverDigest: DigestPlan.serverDigest(of: resource.digests)?.digest ?? resumedManifest?.serverDigest)
+        if sourceURLs.count > 1 { manifest.mirrors = sourceURLs.dropFirst().map(redactedURL) }
+        return manifest
     }
 }

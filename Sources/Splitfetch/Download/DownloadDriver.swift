@@ -22,6 +22,8 @@ final class DownloadDriver {
         case cancel
         /// From the reader of a download read in order: its progress, or its failure.
         case reader(PrefixReader.Report)
+        /// A mirror's identity check ended: the URL it serves from, or why it is not used.
+        case sourceChecked(Int, Result<String, DownloadError>)
     }
 
     private enum Step {
@@ -59,10 +61,18 @@ final class DownloadDriver {
     var outputFailure: DownloadError?
     /// Takes the file in order (a pipe): the file is then a ring, not a partial file.
     var consumer: (any ByteConsumer)? { engine.consumer }
+    /// Each source's URL: the one given, then the mirrors (requests to source 0 go to
+    /// `resource.finalURL`, to a mirror where its identity check was redirected).
+    var sourceURLs: [String]
+    /// Why each dropped source was dropped.
+    var sourceErrors: [Int: DownloadError] = [:]
+    /// Identity checks of the mirrors, while they run.
+    var identityChecks: [Task<Void, Never>] = []
 
     init(engine: Engine, partial: PartialFile, io: IOQueue, machine: DownloadMachine, resource: RemoteResource,
-         existing: PartialFile.Existing?, open: OpenProbe?, since: ContinuousClock.Instant) {
+         existing: PartialFile.Existing?, open: OpenProbe?, since: ContinuousClock.Instant, mirrors: [String] = []) {
         self.open = open
+        sourceURLs = [engine.url] + mirrors
         self.engine = engine
         self.partial = partial
         self.io = io
@@ -88,6 +98,7 @@ final class DownloadDriver {
             timer?.task.cancel()
             ticker?.cancel()
             resolution?.cancel()
+            for check in identityChecks { check.cancel() }
             reader?.stop()
             // Never expected: the machine ends only after every transfer did. Should an error
             // escape early, no transfer may outlive the file it writes to.
@@ -102,6 +113,7 @@ final class DownloadDriver {
         let now = shared.now()
         var pending = shared.withLock { $0.probed(answer, now: now) }
         if file != nil { try startReader() }  // resumed: the file is open already
+        startIdentityChecks()
         if let open {
             if let id = shared.withLock({ $0.openBodyTransfer }) { watch(open, as: id) } else { open.discard() }
         }
@@ -145,6 +157,8 @@ final class DownloadDriver {
             return shared.withLock { $0.cancel(now: now) }
         case .reader(.delivered(let offset)):
             return shared.withLock { $0.delivered(through: offset, now: now) }
+        case .sourceChecked(let source, let result):
+            return sourceChecked(source, result, now: now)
         case .reader(.failed(let error)):
             // The consumer went away (or the bytes could not be read back): nothing more can
             // reach it, so the download stops, with this error.
@@ -179,6 +193,8 @@ final class DownloadDriver {
             engine.emit(.retrying(connection: connection, error: error(of: transfer), delay: .seconds(delay)))
         case .notify(.ifRangeDropped(let connection, let transfer)):
             engine.emit(.retrying(connection: connection, error: error(of: transfer), delay: .zero))
+        case .notify(.sourceDropped(let source, let transfer)):
+            sourceDropped(source, transfer: transfer)
         case .notify(.connectionsReduced(let remaining, let transfer)):
             options.logger.debug("fewer connections", metadata: ["remaining": "\(remaining)", "reason": "\(error(of: transfer).message)"])
             engine.emit(.connectionsReduced(to: remaining, reason: error(of: transfer).message))
@@ -272,11 +288,13 @@ final class DownloadDriver {
             engine.emit(.split(connection: start.connection, range: range.lowerBound..<range.upperBound))
         }
         connectionOf[start.id] = start.connection
-        let url = resource.finalURL
+        let url = url(ofSource: start.source)
         if let range = start.range {
+            // A mirror's validators are its own: its identity check and each 206's total vouch for it.
+            let mirror = start.source != 0
             return SegmentSink(machine: shared, transfer: start.id, file: file!, counters: counter, requested: range,
-                               total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: resource.etag,
-                               lastModified: resource.lastModified, sentIfRange: sentIfRange, reader: reader,
+                               total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: mirror ? nil : resource.etag,
+                               lastModified: mirror ? nil : resource.lastModified, sentIfRange: sentIfRange, reader: reader,
                                rateLimit: options.rateLimit)
         }
         counter.bytes.store(0, ordering: .relaxed)
@@ -285,7 +303,7 @@ final class DownloadDriver {
     }
 
     private func begin(_ start: DownloadMachine.TransferStart) {
-        var request = engine.policy.request(resource.finalURL, range: start.range)
+        var request = engine.policy.request(url(ofSource: start.source), range: start.range)
         let ifRange = start.range != nil && start.useIfRange
             ? HTTPFields.ifRangeValue(etag: resource.etag, lastModified: resource.lastModified, date: resource.date) : nil
         if let ifRange { request.headers.append("If-Range: \(ifRange)") }

@@ -18,6 +18,10 @@ public enum DownloadEvent: Sendable {
     case split(connection: Int, range: Range<Int64>)
     /// The server refused more connections (503 or 429); the download goes on with fewer.
     case connectionsReduced(to: Int, reason: String)
+    /// A source is used no more (a mirror that serves other bytes, answers 404, or keeps
+    /// failing; or the URL probed, while mirrors go on): the rest of the file comes from the
+    /// others. None of a source's bytes reach the file unless it passed its identity check.
+    case sourceDropped(url: String, error: DownloadError)
     /// Something the caller should know that does not stop the download: a server digest that
     /// disagrees with the one given, say.
     case warning(String)
@@ -98,12 +102,36 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
         public var bytes: Int64
         public var requests: Int
         public var retries: Int
+        /// The source it fetched from (an index into ``DownloadStatistics/sources``; 0 without mirrors).
+        public var source: Int = 0
 
-        public init(id: Int, bytes: Int64, requests: Int, retries: Int) {
+        public init(id: Int, bytes: Int64, requests: Int, retries: Int, source: Int = 0) {
             self.id = id
             self.bytes = bytes
             self.requests = requests
             self.retries = retries
+            self.source = source
+        }
+    }
+
+    /// Per-source figures of a download with mirrors: the URL probed first, then each mirror.
+    public struct Source: Sendable, Equatable, Codable {
+        /// The source's URL (credentials removed).
+        public var url: String
+        /// Bytes of the file it delivered.
+        public var bytes: Int64
+        public var requests: Int
+        /// Failed requests (each retried, or the one that dropped it).
+        public var errors: Int
+        /// Why it was dropped, if it was: its identity check, or the failures it kept having.
+        public var dropped: String?
+
+        public init(url: String, bytes: Int64, requests: Int, errors: Int, dropped: String? = nil) {
+            self.url = url
+            self.bytes = bytes
+            self.requests = requests
+            self.errors = errors
+            self.dropped = dropped
         }
     }
 
@@ -139,6 +167,8 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
     public var digests: [Digest] = []
     /// The expected digests the file matched, with where each came from.
     public var verified: [ExpectedDigest] = []
+    /// Each source's figures when the download had mirrors (empty otherwise).
+    public var sources: [Source] = []
 
     /// Wall time from start to the file under its final name.
     public var duration: Duration { .seconds(seconds) }

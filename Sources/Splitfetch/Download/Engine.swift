@@ -123,32 +123,44 @@ struct Engine: Sendable {
             // So does one asking S3 for its checksum, which S3 states on a HEAD but not on a 206.
             (resource, open) = try await probe(getFirst: options.probe == .get && existing == nil && !options.asksForObjectChecksum)
         }
+        let mirrors = self.mirrors(of: resource)
+        var configuration = machineConfiguration()
+        configuration.sources = 1 + mirrors.count
         var machine: DownloadMachine
         if let existing {
             try partial.checkResumable(existing, resource: resource)
             let manifest = existing.manifest
             let progress = manifest.usableProgress(currentBootID: currentBootID).map { (ByteRange($0.start, $0.end), $0.written) }
             let durable = Dictionary(manifest.segments.map { ($0.start, $0.written) }, uniquingKeysWith: { first, _ in first })
-            machine = DownloadMachine(configuration: machineConfiguration(), resuming: manifest.size, progress: progress,
+            machine = DownloadMachine(configuration: configuration, resuming: manifest.size, progress: progress,
                                       durable: durable)
         } else {
-            machine = DownloadMachine(configuration: machineConfiguration())
+            machine = DownloadMachine(configuration: configuration)
         }
         handedOver = true
         return try await DownloadDriver(engine: self, partial: partial, io: io, machine: machine, resource: resource,
-                                        existing: existing, open: open, since: start).run()
+                                        existing: existing, open: open, since: start, mirrors: mirrors).run()
     }
 
     /// A download read in order: probe, then the driver with a window and no checkpoints (a
     /// pipe cannot be resumed).
     private func runInOrder(since start: ContinuousClock.Instant) async throws -> DownloadStatistics {
         let (resource, open) = try await probe(getFirst: options.probe == .get && !options.asksForObjectChecksum)
+        let mirrors = self.mirrors(of: resource)
         var configuration = machineConfiguration()
+        configuration.sources = 1 + mirrors.count
         configuration.window = options.window
         configuration.quickCheckpointInterval = 0
         configuration.durableCheckpointInterval = 0
         return try await DownloadDriver(engine: self, partial: partial, io: IOQueue(), machine: DownloadMachine(configuration: configuration),
-                                        resource: resource, existing: nil, open: open, since: start).run()
+                                        resource: resource, existing: nil, open: open, since: start, mirrors: mirrors).run()
+    }
+
+    /// The mirrors of this download: those given, then those the server announced, each once,
+    /// never the URL probed itself, at most ``DownloadOptions/maximumMirrors``.
+    func mirrors(of resource: RemoteResource) -> [String] {
+        var seen: Set<String> = [url, resource.finalURL]
+        return (options.mirrors + resource.mirrors).filter { seen.insert($0).inserted }.prefix(options.maximumMirrors).map { $0 }
     }
 
     /// The core's tunables, from the options; the jitter's seed differs between runs.
@@ -168,9 +180,14 @@ struct Engine: Sendable {
     /// The statistics of a finished download; emits ``DownloadEvent/finished(_:)``.
     func statistics(resource: RemoteResource, mode: DownloadStatistics.Mode, size: Int64, counters: [WorkerCounters],
                     splits: Int, resumed: Int64, since start: ContinuousClock.Instant, digests: [Digest] = [],
-                    verified: [ExpectedDigest] = []) -> DownloadStatistics {
+                    verified: [ExpectedDigest] = [], sources: [DownloadStatistics.Source] = [],
+                    sourceOf: (Int) -> Int = { _ in 0 }) -> DownloadStatistics {
         let seconds = (ContinuousClock.now - start).seconds
-        let connectionStats = counters.map(\.statistics)
+        let connectionStats = counters.map { counter in
+            var figures = counter.statistics
+            figures.source = sourceOf(counter.id)
+            return figures
+        }
         var statistics = DownloadStatistics(
             url: redactedURL(url), finalURL: redactedURL(resource.finalURL), path: destination, mode: mode,
             size: size, seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(size - resumed) / seconds : 0,
@@ -182,6 +199,7 @@ struct Engine: Sendable {
             resumedBytes: resumed)
         statistics.digests = digests
         statistics.verified = verified
+        statistics.sources = sources
         options.logger.debug("finished", metadata: ["path": "\(statistics.path)", "bytes": "\(statistics.size)",
                                                     "seconds": "\(formatSeconds(statistics.seconds))", "requests": "\(statistics.requests)"])
         emit(.finished(statistics))

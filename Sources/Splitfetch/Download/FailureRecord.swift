@@ -22,6 +22,8 @@ struct FailureRecord {
 
     var transfers: [DownloadMachine.TransferID: DownloadError] = [:]
     var checkpoints: [Int: DownloadError] = [:]
+    /// Why the last source to be dropped was (a mirror's failed identity check).
+    var lastSourceError: DownloadError?
 
     /// The error of `transfer`; a transfer that ended without one ended before its range did.
     func error(of transfer: DownloadMachine.TransferID, finalURL: String) -> DownloadError {
@@ -44,6 +46,8 @@ struct FailureRecord {
             if let retries = gaveUpAfter { error = error.givenUp(after: retries) }
         case .checkpoint(let id):
             error = checkpoints[id] ?? DownloadError(.fileIO, "\(standing.manifestPath): checkpoint failed")
+        case .noSourceLeft:
+            error = lastSourceError ?? DownloadError(.network, "\(standing.url): every source failed")
         case .incomplete:
             error = DownloadError(.protocolViolation, "\(standing.url): transfers ended with bytes missing")
         }

@@ -217,11 +217,13 @@ struct Probe {
     }
 
     private func resource(finalURL: String, head: ResponseHead, size: Int64?, ranges: Bool, method: String) -> RemoteResource {
-        RemoteResource(url: policy.url, finalURL: finalURL, size: size, acceptsRanges: ranges,
-                       etag: head.first("etag"), lastModified: head.first("last-modified"),
-                       contentType: head.first("content-type"), contentDisposition: head.first("content-disposition"),
-                       probeMethod: method, date: head.first("date"),
-                       digests: options.useServerDigests ? DigestFields.digests(in: head, wholeBody: Self.isWholeBody(head)) : [])
+        var found = RemoteResource(url: policy.url, finalURL: finalURL, size: size, acceptsRanges: ranges,
+                                   etag: head.first("etag"), lastModified: head.first("last-modified"),
+                                   contentType: head.first("content-type"), contentDisposition: head.first("content-disposition"),
+                                   probeMethod: method, date: head.first("date"),
+                                   digests: options.useServerDigests ? DigestFields.digests(in: head, wholeBody: Self.isWholeBody(head)) : [])
+        if options.useMirrorLinks { found.mirrors = MirrorLinks.duplicates(in: head.all("link"), base: finalURL) }
+        return found
     }
 
     /// Whether a response is (or, to a `HEAD`, describes) the whole file as stored: a `200`

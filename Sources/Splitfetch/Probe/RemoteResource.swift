@@ -23,12 +23,16 @@ public struct RemoteResource: Sendable, Equatable, Codable {
     /// The digests of the whole file that the server stated (RFC 9530 `Repr-Digest`, a whole
     /// body's `Content-Digest`, RFC 3230 `Digest`, `x-amz-checksum-*`, `x-goog-hash`).
     public var digests: [ExpectedDigest] = []
+    /// Mirrors the response announced (RFC 6249 `Link: <URL>; rel=duplicate; pri=N`), in
+    /// priority order.
+    public var mirrors: [String] = []
 
     /// This resource as the caller may see it: URLs without credentials or query secrets.
     var redacted: RemoteResource {
         var copy = self
         copy.url = redactedURL(url)
         copy.finalURL = redactedURL(finalURL)
+        copy.mirrors = mirrors.map(redactedURL)
         return copy
     }
 

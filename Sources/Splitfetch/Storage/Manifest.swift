@@ -45,6 +45,10 @@ public struct Manifest: Codable, Sendable, Equatable {
     /// against): a different
     /// one on resume means the file changed. Absent when the server stated none.
     public var serverDigest: Digest?
+    /// The mirrors in use when the download began (credentials removed), for the record: a
+    /// rerun may give more, fewer or other mirrors, and each proves its identity again.
+    /// Absent without mirrors.
+    public var mirrors: [String]?
     /// Version 1 only: CRC-32 (hex) of the manifest's canonical JSON without this field. Version 2
     /// keeps its checksum in the file's trailer line instead (see `ManifestCodec`).
     public var checksum: String?
