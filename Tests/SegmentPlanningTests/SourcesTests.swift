@@ -22,6 +22,13 @@ struct SourcesTests {
         actions.compactMap { if case .notify(.sourceDropped(let source, _)) = $0 { source } else { nil } }
     }
 
+    /// Answers the final checkpoint a stopping machine asks for; returns every action.
+    static func settled(_ m: inout M, _ actions: [M.Action], now: Double) -> [M.Action] {
+        var all = actions
+        for case .checkpoint(let c) in actions { all += settled(&m, m.checkpointEnded(c.id, succeeded: true, now: now), now: now) }
+        return all
+    }
+
     @Test func onlyTheURLProbedStartsAndMirrorsWaitForTheirCheck() {
         let (m, actions) = Self.running()
         let starts = T.starts(actions)
@@ -102,6 +109,7 @@ struct SourcesTests {
         var actions = m.transferEnded(start.id, .failed(M.TransferFailure(httpStatus: 404, isTransient: false)), now: 0.2)
         #expect(Self.dropped(actions).isEmpty, "the last source is not dropped: its failure is the download's")
         for other in T.starts(first).dropFirst() { actions += m.transferEnded(other.id, .aborted, now: 0.3) }
+        actions = Self.settled(&m, actions, now: 0.4)
         #expect(actions.contains { if case .fail(.transfer(start.id, _), _) = $0 { true } else { false } })
     }
 
@@ -121,6 +129,7 @@ struct SourcesTests {
         #expect(m.status(ofSource: 0) == .dropped)
         var actions = m.sourceChecked(1, passed: false, now: 0.3)
         for other in T.starts(first).dropFirst() { actions += m.transferEnded(other.id, .aborted, now: 0.4) }
+        actions = Self.settled(&m, actions, now: 0.5)
         #expect(actions.contains { if case .fail(.noSourceLeft, _) = $0 { true } else { false } })
     }
 

@@ -42,7 +42,7 @@ extension DownloadDriver {
         let name = redactedURL(sourceURLs[source])
         var reason = transfer.map { error(of: $0) } ?? sourceErrors[source]
             ?? DownloadError(.remoteChanged, "\(name): not checked again after the file changed size")
-        if transfer != nil { reason.message = "\(name) keeps failing: \(reason.message)" }
+        if transfer != nil { reason.message += " (source dropped: it keeps failing)" }
         sourceErrors[source] = reason
         failures.lastSourceError = reason
         options.logger.warning("source dropped", metadata: ["source": "\(name)", "reason": "\(reason.message)"])

@@ -1,0 +1,167 @@
+import SegmentPlanning
+import Splitfetch
+@testable import Splitfetch
+import SystemPackage
+import TestHTTPServer
+import Testing
+
+/// Several sources for one file, through the library against test servers on loopback (each its
+/// own listener, one on 127.0.0.2): every source serving the same bytes contributes, a mirror
+/// serving other bytes never does, one that dies or answers 404 is dropped and the others finish.
+@Suite("Mirrors")
+struct MirrorTests {
+    static let size: Int64 = 8 << 20
+    static var expected: String { SyntheticContent(size: size).sha256Hex() }
+
+    /// Runs `body` with `count` servers, the last on 127.0.0.2.
+    func withServers<R>(_ count: Int, _ body: ([TestServer]) async throws -> R) async throws -> R {
+        var servers: [TestServer] = []
+        for index in 0..<count {
+            var configuration = TestServer.Configuration()
+            if index == count - 1 && count > 1 { configuration.host = "127.0.0.2" }
+            servers.append(try await TestServer(configuration: configuration))
+        }
+        do {
+            let result = try await body(servers)
+            for server in servers { await server.shutdown() }
+            return result
+        } catch {
+            for server in servers { await server.shutdown() }
+            throw error
+        }
+    }
+
+    func run(_ sources: [String], options: DownloadOptions = testOptions(connections: 2)) async throws -> (DownloadStatistics, String, [DownloadEvent]) {
+        try await withTemporaryDirectory { dir in
+            let download = Download(sources: sources, to: FilePath(dir + "/f"), options: options)
+            let collector = Task { var all: [DownloadEvent] = []; for await e in download.events { all.append(e) }; return all }
+            let statistics = try await download.run()
+            return (statistics, try sha256HexOfFile(atPath: dir + "/f"), await collector.value)
+        }
+    }
+
+    @Test func everySourceServingTheFileContributes() async throws {
+        try await withServers(3) { servers in
+            let rate = ["rate": String(2 << 20)]
+            let (statistics, digest, _) = try await run(servers.map { $0.url(size: Self.size, query: rate) })
+            #expect(digest == Self.expected)
+            #expect(statistics.sources.count == 3)
+            #expect(statistics.sources.allSatisfy { $0.bytes > 0 && $0.dropped == nil }, "\(statistics.sources)")
+            #expect(statistics.sources.reduce(0) { $0 + $1.bytes } == Self.size)
+            #expect(statistics.connections.allSatisfy { (0..<3).contains($0.source) })
+            // A mirror's ranges carry no If-Range: its validators are not the primary's.
+            let ranged = servers[2].recordedRequests.filter { $0.header("range") != nil }
+            #expect(!ranged.isEmpty && ranged.allSatisfy { $0.header("if-range") == nil })
+        }
+    }
+
+    @Test func aMirrorServingOtherBytesNeverContributesAndIsNamed() async throws {
+        try await withServers(2) { servers in
+            let primary = servers[0].url(size: Self.size, query: ["rate": String(4 << 20)])
+            let other = servers[1].url(size: Self.size, seed: 9)  // same size, other bytes, fast
+            let (statistics, digest, events) = try await run([primary, other])
+            #expect(digest == Self.expected)
+            #expect(statistics.sources[1].bytes == 0 && statistics.sources[1].requests == 0)
+            #expect(statistics.sources[1].dropped?.contains("serves other bytes") == true)
+            #expect(events.contains { if case .sourceDropped(let url, _) = $0 { url == other } else { false } })
+            // Only the small sample ranges were asked of it.
+            let asked = servers[1].recordedRequests.compactMap { $0.header("range") }
+            #expect(!asked.isEmpty && asked.count <= 6, "\(asked)")
+        }
+    }
+
+    @Test func aMirrorThatDiesAtThirtyPercentLeavesTheOthersToFinish() async throws {
+        try await withServers(2) { servers in
+            let primary = servers[0].url(size: Self.size, query: ["rate": String(2 << 20)])
+            let dying = servers[1].url(size: Self.size, query: ["rate": String(4 << 20), "dieafter": String(Self.size * 3 / 10)])
+            let (statistics, digest, _) = try await run([primary, dying])
+            #expect(digest == Self.expected)
+            #expect(statistics.sources[1].bytes > 0, "it served until it died")
+            #expect(statistics.sources[1].dropped != nil)
+            #expect(statistics.sources[0].bytes + statistics.sources[1].bytes == Self.size)
+        }
+    }
+
+    @Test func aNotFoundMirrorIsDroppedAndTheRestFinish() async throws {
+        try await withServers(2) { servers in
+            let primary = servers[0].url(size: Self.size, query: ["rate": String(4 << 20)])
+            let missing = servers[1].baseURL + "/missing/file.bin"
+            let (statistics, digest, _) = try await run([primary, missing])
+            #expect(digest == Self.expected)
+            #expect(statistics.sources[1].dropped?.contains("404") == true)
+        }
+    }
+
+    @Test func aMirrorOfAnotherSizeIsDropped() async throws {
+        try await withServers(2) { servers in
+            let primary = servers[0].url(size: Self.size, query: ["rate": String(2 << 20)])
+            let (statistics, digest, _) = try await run([primary, servers[1].url(size: Self.size + 1)])
+            #expect(digest == Self.expected)
+            #expect(statistics.sources[1].bytes == 0 && statistics.sources[1].dropped != nil)
+        }
+    }
+
+    @Test func mirrorsAnnouncedInLinkHeadersAreUsedUnlessTurnedOff() async throws {
+        try await withServers(2) { servers in
+            let mirror = servers[1].url(size: Self.size, query: ["rate": String(4 << 20)])
+            let primary = servers[0].url(size: Self.size, query: ["rate": String(1 << 20), "mirrors": mirror.percentEncodedForQuery])
+            let (used, digest, events) = try await run([primary])
+            #expect(digest == Self.expected)
+            #expect(used.sources.map(\.url) == [primary, mirror] && used.sources[1].bytes > 0)
+            #expect(events.contains { if case .probed(let r) = $0 { r.mirrors == [mirror] } else { false } })
+            var options = testOptions(connections: 2)
+            options.useMirrorLinks = false
+            let before = servers[1].statistics.requests
+            let (ignored, again, _) = try await run([primary], options: options)
+            #expect(again == Self.expected && ignored.sources.isEmpty)
+            #expect(servers[1].statistics.requests == before, "the mirror was not asked")
+        }
+    }
+
+    @Test func everySourceFailingFailsTheDownload() async throws {
+        try await withServers(2) { servers in
+            let primary = servers[0].url(size: Self.size, query: ["rate": String(2 << 20), "dieafter": String(Self.size / 10)])
+            let other = servers[1].url(size: Self.size, seed: 3)
+            let error = await #expect(throws: DownloadError.self) {
+                _ = try await run([primary, other])
+            }
+            #expect(error != nil)
+        }
+    }
+
+    @Test("RFC 6249 links: rel=duplicate only, in pri order, resolved against the response's URL", arguments: [
+        (["<http://a/x>; rel=duplicate; pri=2, <http://b/x>; rel=\"duplicate\"; pri=1"], ["http://b/x", "http://a/x"]),
+        (["<http://a/x>; rel=describedby, <http://b/x>; rel=duplicate"], ["http://b/x"]),
+        (["</mirror/x>; rel=duplicate; pri=1; geo=de"], ["http://origin:8080/mirror/x"]),
+        (["<http://a/x>; rel=\"duplicate alternate\"", "<ftp://c/x>; rel=duplicate", "<http://a/x>; rel=duplicate"], ["http://a/x"]),
+        (["<http://a/x>; title=\"a, b; c\"; rel=duplicate; pri=3, <http://b/y>; rel=duplicate"], ["http://a/x", "http://b/y"]),
+        (["<http://a/x; rel=duplicate", "garbage"], [String]()),
+        (["<http://a/x>; rel=duplicate; pri=-1"], ["http://a/x"]),
+    ])
+    func linkHeaders(fields: [String], expected: [String]) {
+        #expect(MirrorLinks.duplicates(in: fields, base: "http://origin:8080/files/x") == expected)
+    }
+
+    @Test func identitySamplesAreSeededSmallAndInsideTheFile() {
+        let size: Int64 = 100 << 20
+        let a = IdentitySamples.ranges(size: size, seed: 1)
+        #expect(a.count == 3 && a.allSatisfy { $0.count == 16 << 10 && $0.upperBound <= size })
+        #expect(zip(a, a.dropFirst()).allSatisfy { $0.upperBound <= $1.lowerBound }, "sorted, apart")
+        #expect(a == IdentitySamples.ranges(size: size, seed: 1))
+        #expect(a != IdentitySamples.ranges(size: size, seed: 2), "another run asks elsewhere")
+        #expect(IdentitySamples.ranges(size: 1000, seed: 1) == [ByteRange(0, 1000)], "a small file is compared whole")
+        #expect(IdentitySamples.ranges(size: 0, seed: 1).isEmpty)
+    }
+}
+
+extension String {
+    /// Percent-encoded for a query value (everything but unreserved characters).
+    var percentEncodedForQuery: String {
+        utf8.map { byte in
+            let c = Character(UnicodeScalar(byte))
+            return byte < 0x80 && (c.isLetter || c.isNumber || "-._~".contains(c)) ? String(c) : "%" + String(byte, radix: 16, uppercase: true).leftPadded(2)
+        }.joined()
+    }
+
+    func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}
