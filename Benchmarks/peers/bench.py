@@ -30,6 +30,7 @@ import time
 import urllib.request
 
 from integrity import integrity_tools, integrity_verdicts
+from mirrors import mirror_scenarios, mirror_verdicts
 from pipe import pipe_scenarios, pipe_verdicts
 
 KiB = 1 << 10
@@ -314,7 +315,8 @@ def main():
                     help="1-6 and 5l as in the README; 'c' = checkpoint overhead (splitfetch with and without checkpoints); "
                          "'v' = integrity: a verified download against download+sha256sum and aria2 --checksum; "
                          "'p' = -o - piped into sha256sum and slow or early-exiting readers, against curl -o -; "
-                         "'r' = --limit-rate 8M against its cap")
+                         "'r' = --limit-rate 8M against its cap; "
+                         "'m' = one file from three mirrors (2/4/8 MiB/s per connection, 4 each), against aria2 with the same URIs")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
     ap.add_argument("--results", default=os.path.join(ROOT, "Benchmarks", "results", "latest"))
@@ -503,6 +505,10 @@ def main():
             def hash_of(size):
                 return subprocess.run([args.testserver, "hash", str(size)], capture_output=True, text=True, check=True).stdout.strip()
             pipe_scenarios(args, work, servers, TestServer, hash_of, timed_run, result_row, rows)
+        if "m" in scenarios:
+            def hash_of_m(size):
+                return subprocess.run([args.testserver, "hash", str(size)], capture_output=True, text=True, check=True).stdout.strip()
+            mirror_scenarios(args, work, servers, TestServer, hash_of_m, run_once, result_row, rows, tools)
         if 3 in scenarios or 4 in scenarios:
             if 3 in scenarios:
                 ts = TestServer(work, args.testserver, 1 * MiB)
@@ -531,7 +537,7 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     write_results(args.results, rows)
-    verdicts = integrity_verdicts(rows) + pipe_verdicts(rows)
+    verdicts = integrity_verdicts(rows) + pipe_verdicts(rows) + mirror_verdicts(rows)
     for r in rows:
         if r["scenario"] == "r1" and "ideal_fraction" in r:
             off = (r["ideal_fraction"] - 1) * 100

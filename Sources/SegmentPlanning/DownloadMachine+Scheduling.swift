@@ -25,10 +25,14 @@ extension DownloadMachine {
         let idle = slots.indices.filter { slots[$0].state == .idle && isUsable($0) }
             .sorted { (slots[$0].lastRate ?? -1, -$0) > (slots[$1].lastRate ?? -1, -$1) }
         let stragglerBelow = stragglerRate()
+        // What each transfer's connection was measured at on its earlier transfers.
+        var ownerRates: [Int: Double] = [:]
+        for transfer in transfers.values { if let rate = slots[transfer.connection].lastRate { ownerRates[transfer.id] = rate } }
         for index in idle {
             let id = nextTransferID
             let fresh = stragglerBelow.map { (slots[index].lastRate ?? .infinity) >= $0 } ?? true
-            guard let assignment = table!.assign(transfer: id, now: now, rate: slots[index].lastRate, freshPieces: fresh) else { continue }
+            guard let assignment = table!.assign(transfer: id, now: now, rate: slots[index].lastRate, freshPieces: fresh,
+                                                 ownerRates: ownerRates) else { continue }
             if let displaced = assignment.displacedOwner, transfers[displaced] != nil, transfers[displaced]!.abortReason == nil {
                 transfers[displaced]!.abortReason = .takenOver
                 actions.append(.abort(displaced, .takenOver))

@@ -185,7 +185,11 @@ public struct SegmentTable: Sendable {
     ///   - freshPieces: whether it may take an untaken segment (a straggler of a download read
     ///     in order only takes a share of a split, sized to end with its owner).
     /// - Returns: the assignment, or `nil` when nothing is worth fetching by this connection.
-    public mutating func assign(transfer: Int, now: Double, rate: Double? = nil, freshPieces: Bool = true) -> Assignment? {
+    ///   - ownerRates: what each owner's connection was measured at before (owner → bytes per
+    ///     second): an owner that took its range too recently to have a rate of its own yet is
+    ///     judged by it, so a slow connection's fresh remainder is split without waiting.
+    public mutating func assign(transfer: Int, now: Double, rate: Double? = nil, freshPieces: Bool = true,
+                                ownerRates: [Int: Double] = [:]) -> Assignment? {
         if freshPieces, let index = segments.firstIndex(where: {
             $0.owner == nil && $0.remaining > 0 && ($0.end <= windowEnd || ($0.start <= contiguousPrefix && $0.start < windowEnd))
         }) {
@@ -193,7 +197,7 @@ public struct SegmentTable: Sendable {
             let segment = segments[index]
             return Assignment(segment: index, range: ByteRange(segment.written, segment.end), isSplit: false)
         }
-        return split(for: transfer, now: now, idleRate: rate)
+        return split(for: transfer, now: now, idleRate: rate, ownerRates: ownerRates)
     }
 
     private mutating func take(_ index: Int, owner: Int, now: Double) {
@@ -216,7 +220,11 @@ public struct SegmentTable: Sendable {
         return Double(segment.claimed - segment.offsetAtAssignment) / elapsed
     }
 
-    private mutating func split(for transfer: Int, now: Double, idleRate rateOfIdle: Double?) -> Assignment? {
+    private mutating func split(for transfer: Int, now: Double, idleRate rateOfIdle: Double?, ownerRates: [Int: Double]) -> Assignment? {
+        // Its own rate once warmed up; until then its connection's earlier one, if known.
+        func rate(of segment: Segment, now: Double) -> Double? {
+            self.rate(of: segment, now: now) ?? segment.owner.flatMap { ownerRates[$0] }
+        }
         let owned = segments.filter { $0.owner != nil && $0.claimed < $0.end }
         let rates = owned.compactMap { rate(of: $0, now: now) }.filter { $0 > 0 }
         let typicalRate = rates.isEmpty ? nil : rates.sorted()[rates.count / 2]

@@ -56,7 +56,11 @@ extension ChecksumList {
         listOptions.allowOverwrite = false
         listOptions.restart = false
         listOptions.useContentDisposition = false
-        _ = try await Download(url, to: FilePath(path), options: listOptions).run()
+        let download = Download(url, to: FilePath(path), options: listOptions)
+        _ = try await download.run()
+        // Held to here: inlined into this function, the download's `[weak self]` hook otherwise
+        // makes the release optimizer warn that the reference is always nil.
+        withExtendedLifetime(download) {}
         return try await load(path)
     }
 }
