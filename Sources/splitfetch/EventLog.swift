@@ -97,6 +97,8 @@ struct EventLine: Encodable {
         var bytes: Int64
         var bytesPerSecond: Double
         var range: [Int64]?
+        /// The source it fetches from, with mirrors (absent without).
+        var source: Int?
     }
 
     let schema = EventLog.schema
@@ -148,7 +150,7 @@ struct EventLine: Encodable {
             (bytes, total, bytesPerSecond) = (progress.bytesWritten, progress.totalBytes, progress.bytesPerSecond)
             connections = progress.connections.map { c in
                 Connection(id: c.id, state: Self.name(of: c.state), bytes: c.bytes, bytesPerSecond: c.bytesPerSecond,
-                           range: c.range.map { [$0.lowerBound, $0.upperBound] })
+                           range: c.range.map { [$0.lowerBound, $0.upperBound] }, source: c.source)
             }
         case .retrying(let connection, let error, let delay):
             self.event = "retry"

@@ -118,6 +118,38 @@ struct MirrorTests {
         }
     }
 
+    /// The manifest records the mirrors; a rerun with other mirrors resumes from the bytes on
+    /// disk, and a bad one among them is still refused by its identity check.
+    @Test func aRerunWithOtherMirrorsResumes() async throws {
+        try await withServers(4) { servers in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/r.bin"
+                // The first range responses stop after 1 MiB and stay silent: the first run cannot
+                // end before its interrupt, however late the progress event is read.
+                let stall = ["fault": "stall", "faultbytes": String(1 << 20), "faultuntil": "8"]
+                let primary = servers[0].url(size: Self.size, query: stall)
+                let first = servers[1].url(size: Self.size, query: stall)
+                var options = testOptions(connections: 2)
+                options.stallTimeout = .seconds(60)
+                options.mirrors = [first]
+                let error = await interrupt(primary, to: path, options: options, after: 2 << 20)
+                #expect(error?.code == .interrupted)
+                let manifest = try ManifestCodec.decode(try #require(readBytes(path + ".part.json")), path: "m")
+                #expect(manifest.mirrors == [first])
+
+                var again = testOptions(connections: 2)
+                again.stallTimeout = .seconds(1)
+                let other = servers[2].url(size: Self.size), wrong = servers[3].url(size: Self.size, seed: 4)
+                again.mirrors = [other, wrong]
+                let (stats, digest) = try await download(primary, to: path, options: again)
+                #expect(digest == Self.expected)
+                #expect(stats.resumedBytes >= 2 << 20)
+                #expect(stats.sources.map(\.url) == [primary, other, wrong])
+                #expect(stats.sources[2].bytes == 0 && stats.sources[2].dropped != nil)
+            }
+        }
+    }
+
     @Test func everySourceFailingFailsTheDownload() async throws {
         try await withServers(2) { servers in
             let primary = servers[0].url(size: Self.size, query: ["rate": String(2 << 20), "dieafter": String(Self.size / 10)])

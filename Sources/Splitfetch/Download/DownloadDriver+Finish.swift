@@ -33,7 +33,7 @@ extension DownloadDriver {
         let splits = shared.withLock { $0.splitCount }
         return engine.statistics(resource: resource, mode: segmented ? .segmented : .single, size: size, counters: counters,
                                  splits: splits, resumed: resumedBytes, since: since, digests: digests, verified: digestPlan.checks,
-                                 sources: sourceStatistics(), sourceOf: { [shared] id in shared.withLock { $0.source(ofConnection: id) } })
+                                 sources: sourceStatistics())
     }
 
     /// Syncs the finished file and gives it its final name; the directory's sync makes the name last.

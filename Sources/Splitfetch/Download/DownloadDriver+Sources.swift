@@ -56,7 +56,7 @@ extension DownloadDriver {
             DownloadStatistics.Source(url: redactedURL(index == 0 ? engine.url : sourceURLs[index]), bytes: 0, requests: 0, errors: 0,
                                       dropped: sourceErrors[index]?.message)
         }
-        let owners = shared.withLock { machine in counters.map { machine.source(ofConnection: $0.id) } }
+        let owners = counters.map { $0.source ?? 0 }
         for (counter, source) in zip(counters, owners) {
             let figures = counter.statistics
             sources[source].bytes += figures.bytes

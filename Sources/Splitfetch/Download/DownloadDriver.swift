@@ -265,7 +265,10 @@ final class DownloadDriver {
     func beginReporting() {
         guard counters.isEmpty else { return }
         let (count, size) = shared.withLock { ($0.connectionCount, $0.table?.size) }
-        counters = (0..<max(1, count)).map { WorkerCounters(id: $0) }
+        let mirrored = sourceURLs.count > 1
+        counters = shared.withLock { machine in
+            (0..<max(1, count)).map { WorkerCounters(id: $0, source: mirrored ? machine.source(ofConnection: $0) : nil) }
+        }
         if case .stream? = mode {
             engine.emit(.started(mode: .single, connections: 1, size: resource.size))
         } else {

@@ -77,8 +77,12 @@ public struct ConnectionProgress: Sendable, Equatable {
     public var range: Range<Int64>?
     /// Smoothed speed of this connection, bytes per second.
     public var bytesPerSecond: Double
+    /// The source it fetches from (an index: 0 is the URL probed, then the mirrors), when the
+    /// download has mirrors; `nil` without.
+    public var source: Int?
 
-    public init(id: Int, state: State, bytes: Int64, range: Range<Int64>? = nil, bytesPerSecond: Double = 0) {
+    public init(id: Int, state: State, bytes: Int64, range: Range<Int64>? = nil, bytesPerSecond: Double = 0, source: Int? = nil) {
+        self.source = source
         self.id = id
         self.state = state
         self.bytes = bytes

@@ -180,14 +180,9 @@ struct Engine: Sendable {
     /// The statistics of a finished download; emits ``DownloadEvent/finished(_:)``.
     func statistics(resource: RemoteResource, mode: DownloadStatistics.Mode, size: Int64, counters: [WorkerCounters],
                     splits: Int, resumed: Int64, since start: ContinuousClock.Instant, digests: [Digest] = [],
-                    verified: [ExpectedDigest] = [], sources: [DownloadStatistics.Source] = [],
-                    sourceOf: (Int) -> Int = { _ in 0 }) -> DownloadStatistics {
+                    verified: [ExpectedDigest] = [], sources: [DownloadStatistics.Source] = []) -> DownloadStatistics {
         let seconds = (ContinuousClock.now - start).seconds
-        let connectionStats = counters.map { counter in
-            var figures = counter.statistics
-            figures.source = sourceOf(counter.id)
-            return figures
-        }
+        let connectionStats = counters.map(\.statistics)
         var statistics = DownloadStatistics(
             url: redactedURL(url), finalURL: redactedURL(resource.finalURL), path: destination, mode: mode,
             size: size, seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(size - resumed) / seconds : 0,

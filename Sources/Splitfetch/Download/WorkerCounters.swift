@@ -4,6 +4,8 @@ import Synchronization
 /// by the progress ticker.
 final class WorkerCounters: Sendable {
     let id: Int
+    /// The source it fetches from, when the download has mirrors.
+    let source: Int?
     let bytes = Atomic<Int64>(0)
     let received = Atomic<Int64>(0)
     let requests = Atomic<Int>(0)
@@ -14,7 +16,10 @@ final class WorkerCounters: Sendable {
     private let rangeStart = Atomic<Int64>(-1)
     private let rangeEnd = Atomic<Int64>(-1)
 
-    init(id: Int) { self.id = id }
+    init(id: Int, source: Int? = nil) {
+        self.id = id
+        self.source = source
+    }
 
     func set(_ s: ConnectionProgress.State) {
         state.store(s.rawValue, ordering: .relaxed)
@@ -29,11 +34,12 @@ final class WorkerCounters: Sendable {
     var progress: ConnectionProgress {
         let (start, end) = (rangeStart.load(ordering: .relaxed), rangeEnd.load(ordering: .relaxed))
         return ConnectionProgress(id: id, state: ConnectionProgress.State(rawValue: state.load(ordering: .relaxed)) ?? .idle,
-                                  bytes: bytes.load(ordering: .relaxed), range: start >= 0 && end >= start ? start..<end : nil)
+                                  bytes: bytes.load(ordering: .relaxed), range: start >= 0 && end >= start ? start..<end : nil,
+                                  source: source)
     }
 
     var statistics: DownloadStatistics.Connection {
         .init(id: id, bytes: bytes.load(ordering: .relaxed), requests: requests.load(ordering: .relaxed),
-              retries: retries.load(ordering: .relaxed))
+              retries: retries.load(ordering: .relaxed), source: source ?? 0)
     }
 }
