@@ -17,7 +17,7 @@ import Glibc
 
 /// The target names, in the order scripts/fuzz runs them.
 let fuzzTargets = ["content-range", "content-length", "content-disposition", "retry-after", "location", "manifest",
-                   "digest-fields", "checksum-list"]
+                   "digest-fields", "checksum-list", "link"]
 
 /// Stops the fuzzer with a message naming the broken promise.
 func broken(_ promise: String, _ input: String) -> Never {
@@ -68,6 +68,16 @@ func fuzz(_ target: String, _ bytes: [UInt8]) {
         // Nor a signature in the query, whatever follows it.
         let signed = "https://b.example/k?X-Amz-Signature=SIGSECRET&" + text
         if !text.contains("SIGSECRET"), redactedURL(signed).contains("SIGSECRET") { broken("a signature survived redaction", text) }
+    case "link":
+        // RFC 8288 Link fields announcing mirrors: only absolute http(s) URLs come out, each once,
+        // and the parse of the same text is the same.
+        let fields = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let mirrors = MirrorLinks.duplicates(in: fields, base: "http://127.0.0.1:8080/dir/file.iso")
+        if Set(mirrors).count != mirrors.count { broken("a mirror came out twice", text) }
+        for mirror in mirrors where !(CurlURL(mirror).map { $0.origin.hasPrefix("http://") || $0.origin.hasPrefix("https://") } ?? false) {
+            broken("a mirror that is not http(s): \(mirror)", text)
+        }
+        if MirrorLinks.parse(text) != MirrorLinks.parse(text) { broken("two parses of the same field differ", text) }
     case "manifest":
         if let manifest = try? ManifestCodec.decode(bytes, path: "fuzz") {
             if let problem = ManifestCodec.problem(in: manifest) { broken("an inconsistent manifest was accepted (\(problem))", text) }

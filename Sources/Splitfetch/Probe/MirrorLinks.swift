@@ -2,11 +2,11 @@ import CCurl
 
 /// RFC 6249 mirrors announced in a response: `Link: <URL>; rel=duplicate; pri=N` (RFC 8288
 /// syntax), as MirrorBrain and MirrorCache send next to a file's digest.
-enum MirrorLinks {
+package enum MirrorLinks {
     /// The `http`/`https` targets of the `rel=duplicate` links in `fields` (each a `Link` field
     /// value), resolved against `base`, in `pri` order (lowest first; a link without `pri`
     /// after those with one; ties in the order given), without repeats.
-    static func duplicates(in fields: [String], base: String) -> [String] {
+    package static func duplicates(in fields: [String], base: String) -> [String] {
         var found: [(url: String, priority: Int, order: Int)] = []
         for field in fields {
             for link in parse(field) where link.relations.contains("duplicate") {
@@ -19,16 +19,16 @@ enum MirrorLinks {
         return found.sorted { ($0.priority, $0.order) < ($1.priority, $1.order) }.map(\.url).filter { seen.insert($0).inserted }
     }
 
-    struct Link: Equatable {
-        var target: String
+    package struct Link: Equatable {
+        package var target: String
         /// `rel`'s values, lowercased.
-        var relations: [String]
-        var priority: Int?
+        package var relations: [String]
+        package var priority: Int?
     }
 
     /// The links of one `Link` field value; a malformed link ends the parse (what came before it
     /// is kept).
-    static func parse(_ value: String) -> [Link] {
+    package static func parse(_ value: String) -> [Link] {
         var links: [Link] = []
         var rest = Substring(value)
         while true {
