@@ -42,7 +42,7 @@ struct MirrorTests {
 
     @Test func everySourceServingTheFileContributes() async throws {
         try await withServers(3) { servers in
-            let rate = ["rate": String(2 << 20)]
+            let rate = ["rate": String(1 << 20)]  // 1.4 s in all: time for the checks on a loaded machine
             let (statistics, digest, _) = try await run(servers.map { $0.url(size: Self.size, query: rate) })
             #expect(digest == Self.expected)
             #expect(statistics.sources.count == 3)
@@ -57,7 +57,7 @@ struct MirrorTests {
 
     @Test func aMirrorServingOtherBytesNeverContributesAndIsNamed() async throws {
         try await withServers(2) { servers in
-            let primary = servers[0].url(size: Self.size, query: ["rate": String(4 << 20)])
+            let primary = servers[0].url(size: Self.size, query: ["rate": String(2 << 20)])
             let other = servers[1].url(size: Self.size, seed: 9)  // same size, other bytes, fast
             let (statistics, digest, events) = try await run([primary, other])
             #expect(digest == Self.expected)
@@ -67,6 +67,7 @@ struct MirrorTests {
             // Only the small sample ranges were asked of it.
             let asked = servers[1].recordedRequests.compactMap { $0.header("range") }
             #expect(!asked.isEmpty && asked.count <= 6, "\(asked)")
+            #expect(asked.allSatisfy { Self.length(ofRange: $0).map { $0 <= 16 << 10 } ?? false }, "\(asked)")
         }
     }
 
@@ -77,14 +78,16 @@ struct MirrorTests {
             let (statistics, digest, _) = try await run([primary, dying])
             #expect(digest == Self.expected)
             #expect(statistics.sources[1].bytes > 0, "it served until it died")
-            #expect(statistics.sources[1].dropped != nil)
+            // Its failures are counted; it is dropped after 4 in a row, unless the end comes first
+            // (a loaded machine: nothing is left for its connections to retry).
+            #expect(statistics.sources[1].errors > 0)
             #expect(statistics.sources[0].bytes + statistics.sources[1].bytes == Self.size)
         }
     }
 
     @Test func aNotFoundMirrorIsDroppedAndTheRestFinish() async throws {
         try await withServers(2) { servers in
-            let primary = servers[0].url(size: Self.size, query: ["rate": String(4 << 20)])
+            let primary = servers[0].url(size: Self.size, query: ["rate": String(2 << 20)])
             let missing = servers[1].baseURL + "/missing/file.bin"
             let (statistics, digest, _) = try await run([primary, missing])
             #expect(digest == Self.expected)
@@ -145,9 +148,21 @@ struct MirrorTests {
                 #expect(digest == Self.expected)
                 #expect(stats.resumedBytes >= 2 << 20)
                 #expect(stats.sources.map(\.url) == [primary, other, wrong])
-                #expect(stats.sources[2].bytes == 0 && stats.sources[2].dropped != nil)
+                // The wrong mirror was asked for its samples and never for a segment. (Whether
+                // its check ended before the download did depends on the machine's load.)
+                #expect(stats.sources[2].bytes == 0 && stats.sources[2].requests == 0)
+                #expect(stats.sources[2].dropped.map { $0.contains("serves other bytes") } ?? true)
+                let asked = servers[3].recordedRequests.compactMap { $0.header("range") }
+                #expect(!asked.isEmpty && asked.allSatisfy { Self.length(ofRange: $0).map { $0 <= 16 << 10 } ?? false }, "\(asked)")
             }
         }
+    }
+
+    /// The length of a `Range: bytes=a-b` value.
+    static func length(ofRange value: String) -> Int64? {
+        guard value.hasPrefix("bytes=") else { return nil }
+        let bounds = value.dropFirst(6).split(separator: "-").compactMap { Int64($0) }
+        return bounds.count == 2 ? bounds[1] - bounds[0] + 1 : nil
     }
 
     @Test func everySourceFailingFailsTheDownload() async throws {

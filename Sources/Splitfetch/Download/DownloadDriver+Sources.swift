@@ -40,8 +40,13 @@ extension DownloadDriver {
     /// Reports a dropped source: an event and a warning in the log, with the error that shows why.
     func sourceDropped(_ source: Int, transfer: DownloadMachine.TransferID?) {
         let name = redactedURL(sourceURLs[source])
-        var reason = transfer.map { error(of: $0) } ?? sourceErrors[source]
-            ?? DownloadError(.remoteChanged, "\(name): not checked again after the file changed size")
+        let unused: DownloadError
+        if case .stream? = mode {
+            unused = DownloadError(.usage, "\(name): not used, the file comes as one stream from the first URL (it has no ranges or no length)")
+        } else {
+            unused = DownloadError(.remoteChanged, "\(name): not checked again after the file changed size")
+        }
+        var reason = transfer.map { error(of: $0) } ?? sourceErrors[source] ?? unused
         if transfer != nil { reason.message += " (source dropped: it keeps failing)" }
         sourceErrors[source] = reason
         failures.lastSourceError = reason
