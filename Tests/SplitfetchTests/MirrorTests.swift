@@ -73,15 +73,17 @@ struct MirrorTests {
 
     @Test func aMirrorThatDiesAtThirtyPercentLeavesTheOthersToFinish() async throws {
         try await withServers(2) { servers in
-            let primary = servers[0].url(size: Self.size, query: ["rate": String(2 << 20)])
-            let dying = servers[1].url(size: Self.size, query: ["rate": String(4 << 20), "dieafter": String(Self.size * 3 / 10)])
+            // The first URL is slow enough (1 MiB/s in all) that the mirror reaches 30 % however
+            // late its check passes on a loaded machine; it dies with its ranges in flight.
+            let size: Int64 = 4 << 20
+            let primary = servers[0].url(size: size, query: ["rate": String(512 << 10)])
+            let dying = servers[1].url(size: size, query: ["rate": String(4 << 20), "dieafter": String(size * 3 / 10)])
             let (statistics, digest, _) = try await run([primary, dying])
-            #expect(digest == Self.expected)
+            #expect(digest == SyntheticContent(size: size).sha256Hex())
             #expect(statistics.sources[1].bytes > 0, "it served until it died")
-            // Its failures are counted; it is dropped after 4 in a row, unless the end comes first
-            // (a loaded machine: nothing is left for its connections to retry).
+            // Its failures are counted; it is dropped after 4 in a row, unless the end comes first.
             #expect(statistics.sources[1].errors > 0)
-            #expect(statistics.sources[0].bytes + statistics.sources[1].bytes == Self.size)
+            #expect(statistics.sources[0].bytes + statistics.sources[1].bytes == size)
         }
     }
 
