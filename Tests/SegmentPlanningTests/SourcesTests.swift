@@ -133,6 +133,19 @@ struct SourcesTests {
         #expect(actions.contains { if case .fail(.noSourceLeft, _) = $0 { true } else { false } })
     }
 
+    @Test func aResumedDownloadChecksItsMirrorsAgain() {
+        var c = T.configuration(connections: 2)
+        c.sources = 2
+        let size = 8 * Self.MiB
+        var m = M(configuration: c, resuming: size, progress: [(ByteRange(0, 4 * Self.MiB), 2 * Self.MiB),
+                                                               (ByteRange(4 * Self.MiB, size), 4 * Self.MiB)], durable: [:])
+        let first = T.starts(m.probed(M.ProbeAnswer(size: size, acceptsRanges: true), now: 0))
+        #expect(!first.isEmpty && first.allSatisfy { $0.source == 0 })
+        #expect(m.status(ofSource: 1) == .unchecked)
+        let later = T.starts(m.sourceChecked(1, passed: true, now: 0.1))
+        #expect(!later.isEmpty && later.allSatisfy { $0.source == 1 && !$0.useIfRange })
+    }
+
     @Test func aStreamUsesOnlyTheURLProbed() {
         var c = T.configuration(connections: 2)
         c.sources = 3
