@@ -1,5 +1,5 @@
 import SegmentPlanning
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// Proves that a mirror serves the file being downloaded before it gets a segment: it must
 /// answer ranges of the same size (a `206` whose `Content-Range` names the probed total), and
@@ -106,12 +106,12 @@ private actor ReferenceBytes {
 /// file of the probed size.
 ///
 /// Thread safety: `receive` runs on the transport thread; the owner reads after the transfer
-/// ended. A `Mutex` guards both.
+/// ended. A lock guards both (swift-nio's, which ThreadSanitizer sees, as elsewhere).
 final class SampleSink: TransferSink, Sendable {
     let requested: ByteRange
     let total: Int64
     let url: String
-    private let state = Mutex<(bytes: [UInt8], error: DownloadError?)>(([], nil))
+    private let state = NIOLockedValueBox<(bytes: [UInt8], error: DownloadError?)>(([], nil))
 
     init(requested: ByteRange, total: Int64, url: String) {
         self.requested = requested
@@ -119,17 +119,17 @@ final class SampleSink: TransferSink, Sendable {
         self.url = url
     }
 
-    var bytes: [UInt8] { state.withLock { $0.bytes } }
-    var error: DownloadError? { state.withLock { $0.error } }
+    var bytes: [UInt8] { state.withLockedValue { $0.bytes } }
+    var error: DownloadError? { state.withLockedValue { $0.error } }
 
     func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict {
         guard head.status == 206 else {
             guard (200..<300).contains(head.status) else { return .proceed }  // an error page: judged by its status
             let error = DownloadError(.protocolViolation, "\(redactedURL(url)): does not serve ranges (HTTP \(head.status))")
-            state.withLock { $0.error = error }
+            state.withLockedValue { $0.error = error }
             return .fail(error)
         }
-        return state.withLock { state in
+        return state.withLockedValue { state in
             if state.bytes.isEmpty, case .reject(let error) = HTTPFields.checkRangeResponse(head, requested: requested, total: total, url: url) {
                 state.error = error
                 return .fail(error)
