@@ -65,12 +65,17 @@ struct SimulationTests {
         #expect(seen.count == 4, "every kind of persistent fault was drawn: \(seen)")
     }
 
-    /// Runs `body` on a Dispatch thread, off Swift's cooperative pool: a few seconds of simulation
-    /// there would starve the network tests that run alongside (their drivers need the pool).
-    /// Expectations stay with the caller: an issue is recorded from the test's own task.
+    /// One thread for every simulation of the suite, one run at a time: off Swift's cooperative
+    /// pool, whose threads the network tests' drivers need, and never more than one core, which
+    /// their transfers and servers need (one thread per test oversubscribed the 2 cores and timed
+    /// probes out).
+    static let simulations = DispatchQueue(label: "splitfetch.tests.simulations")
+
+    /// Runs `body` on ``simulations``. Expectations stay with the caller: an issue is recorded from
+    /// the test's own task.
     static func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: body()) }
+            simulations.async { continuation.resume(returning: body()) }
         }
     }
 
