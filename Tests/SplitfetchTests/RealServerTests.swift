@@ -13,7 +13,7 @@ struct RealServerTests {
         var o = testOptions(connections: connections, minimumSegmentSize: 256 << 10)
         o.retries = 4
         o.stallTimeout = .seconds(20)  // ThreadSanitizer slows transfers; none of these tests is about stalls
-        o.probeTimeout = .seconds(2)
+        o.probeTimeout = patientTimeout(.seconds(2))
         return o
     }
 

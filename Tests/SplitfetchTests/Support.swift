@@ -60,6 +60,16 @@ func fileSize(_ path: String) -> Int64? {
     return stat(path, &info) == 0 ? Int64(info.st_size) : nil
 }
 
+/// Whether the suites run under ThreadSanitizer (`SPLITFETCH_UNDER_TSAN`, set by scripts/test).
+let underThreadSanitizer = getenv("SPLITFETCH_UNDER_TSAN") != nil
+
+/// A probe or stall timeout for a test that is not about timeouts: under ThreadSanitizer every
+/// suite runs at once several times slower, and a probe answered after a few seconds is slow,
+/// not lost; a retry would break the tests that count requests.
+func patientTimeout(_ normal: Duration) -> Duration {
+    underThreadSanitizer ? max(normal, .seconds(30)) : normal
+}
+
 /// Options that keep tests quick: short timeouts and retry delays.
 func testOptions(connections: Int = 8, minimumSegmentSize: Int64 = 256 << 10) -> DownloadOptions {
     var options = DownloadOptions()
@@ -68,9 +78,9 @@ func testOptions(connections: Int = 8, minimumSegmentSize: Int64 = 256 << 10) ->
     options.minimumSplitSize = 16 << 10
     options.retryBaseDelay = .milliseconds(10)
     options.retryMaximumDelay = .milliseconds(200)
-    options.probeTimeout = .seconds(5)
+    options.probeTimeout = patientTimeout(.seconds(5))
     options.connectTimeout = .seconds(5)
-    options.stallTimeout = .seconds(10)
+    options.stallTimeout = patientTimeout(.seconds(10))
     options.progressInterval = .milliseconds(50)
     options.syncBeforeRename = false
     return options

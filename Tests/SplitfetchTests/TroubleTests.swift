@@ -13,7 +13,7 @@ struct TroubleTests {
         var o = testOptions(connections: 4, minimumSegmentSize: 256 << 10)
         o.retryBaseDelay = .milliseconds(250)
         o.retryMaximumDelay = .seconds(30)  // five retries then wait at least 3.9 s in all
-        o.probeTimeout = .seconds(2)
+        o.probeTimeout = patientTimeout(.seconds(2))
         return o
     }
 
