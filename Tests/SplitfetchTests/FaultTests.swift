@@ -133,7 +133,10 @@ struct FaultTests {
     @Test func trickleConnectionsAreOvertaken() async throws {
         try await withServer(.init(rateLimit: 2 << 20, slowEvery: 3, slowFactor: 32)) { server in
             let stats = try await expectCorrect(server, query: [:])
-            #expect(stats.splits > 0)
+            // Overtaken by a split; under ThreadSanitizer on a machine stalled for seconds (CI
+            // once saw 45 s with no test ending), the trickle can instead pass the 4 s stall
+            // timeout and be retried on a new connection, which overtakes it as well.
+            #expect(stats.splits > 0 || (underThreadSanitizer && stats.retries > 0), "\(stats.splits) splits, \(stats.retries) retries")
         }
     }
 
