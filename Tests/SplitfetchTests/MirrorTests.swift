@@ -46,7 +46,9 @@ struct MirrorTests {
             let (statistics, digest, _) = try await run(servers.map { $0.url(size: Self.size, query: rate) })
             #expect(digest == Self.expected)
             #expect(statistics.sources.count == 3)
-            #expect(statistics.sources.allSatisfy { $0.bytes > 0 && $0.dropped == nil }, "\(statistics.sources)")
+            // Under ThreadSanitizer on a loaded machine a check can pass after the others have
+            // fetched everything (see the dying mirror below): then only no drop is demanded.
+            #expect(statistics.sources.allSatisfy { ($0.bytes > 0 || underThreadSanitizer) && $0.dropped == nil }, "\(statistics.sources)")
             #expect(statistics.sources.reduce(0) { $0 + $1.bytes } == Self.size)
             #expect(statistics.connections.allSatisfy { (0..<3).contains($0.source) })
             // A mirror's ranges carry no If-Range: its validators are not the primary's.
@@ -116,7 +118,7 @@ struct MirrorTests {
             let primary = servers[0].url(size: Self.size, query: ["rate": String(512 << 10), "mirrors": mirror.percentEncodedForQuery])
             let (used, digest, events) = try await run([primary])
             #expect(digest == Self.expected)
-            #expect(used.sources.map(\.url) == [primary, mirror] && used.sources[1].bytes > 0)
+            #expect(used.sources.map(\.url) == [primary, mirror] && (used.sources[1].bytes > 0 || underThreadSanitizer))
             #expect(events.contains { if case .probed(let r) = $0 { r.mirrors == [mirror] } else { false } })
             var options = testOptions(connections: 2)
             options.useMirrorLinks = false
