@@ -21,7 +21,7 @@ struct FaultTests {
     static func options(retries: Int = 6) -> DownloadOptions {
         var o = testOptions(connections: 4, minimumSegmentSize: 512 << 10)
         o.retries = retries
-        let timeout: Duration = getenv("SPLITFETCH_UNDER_TSAN") == nil ? .seconds(1) : .seconds(4)
+        let timeout: Duration = underThreadSanitizer ? .seconds(4) : .seconds(1)
         o.stallTimeout = timeout
         o.probeTimeout = timeout
         return o

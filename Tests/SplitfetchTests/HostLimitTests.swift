@@ -17,7 +17,7 @@ struct HostLimitTests {
         // 200 here; under ThreadSanitizer (SPLITFETCH_UNDER_TSAN, set by scripts/test) 40 of the
         // same, through the same paths, for the races: 200 cost TSan over three minutes of CPU
         // that the concurrent suites' timeouts need.
-        let count = getenv("SPLITFETCH_UNDER_TSAN") == nil ? 200 : 40
+        let count = underThreadSanitizer ? 40 : 200
         try await withServer { server in
             try await withTemporaryDirectory { dir in
                 let session = Session(maximumConnectionsPerHost: 8)
