@@ -50,11 +50,11 @@ public struct Simulator {
     }
 
     public let scenario: SimulationScenario
-    private var machine: DownloadMachine
-    private var now = 0.0
-    private var ledger = ByteLedger()
-    private var rng: SplitMix64
-    private var transfers: [Int: Transfer] = [:]
+    var machine: DownloadMachine
+    var now = 0.0
+    var ledger = ByteLedger()
+    var rng: SplitMix64
+    var transfers: [Int: Transfer] = [:]
     private var wakeAt: Double?
     private var pendingPrepare: Double?
     private var pendingProbe: (at: Double, answer: DownloadMachine.ProbeAnswer)?
@@ -62,19 +62,19 @@ public struct Simulator {
     private var cancelAt: Double?
     /// Identity checks of mirrors still out: when each answers.
     private var pendingChecks: [(source: Int, at: Double)] = []
-    private var faultsLeft: Int
-    private var violations: [String] = []
+    var faultsLeft: Int
+    var violations: [String] = []
     private var result: Outcome.Result?
     private var events = 0
-    private var requests = 0
+    var requests = 0
     /// What a reader took so far (a download read in order, with a window): at once, as fast as
     /// the prefix grows.
-    private var delivered: Int64 = 0
+    var delivered: Int64 = 0
     /// When the reader has taken its next piece, and up to where.
     private var pendingRead: (at: Double, through: Int64)?
     private var fingerprint: UInt64 = 0xCBF2_9CE4_8422_2325
     /// The size the machine planned with (segmented), for the size-change fault.
-    private var plannedSize: Int64?
+    var plannedSize: Int64?
     /// Every event and action with its time, when ``init(_:trace:)`` asked for it.
     public private(set) var trace: [String]?
 
@@ -354,85 +354,5 @@ public struct Simulator {
             }
         }
         if cursor != size { violations.append("checkpoint \(checkpoint.id) ends at \(cursor), file has \(size)") }
-    }
-
-    private mutating func begin(_ start: DownloadMachine.TransferStart) {
-        requests += 1
-        if transfers[start.id] != nil { violations.append("transfer id \(start.id) started twice") }
-        let isStream = start.range == nil
-        let end: Int64
-        if let range = start.range {
-            if range.isEmpty || ledger.intersects(range) {
-                violations.append("transfer \(start.id) started for \(range), which has written bytes or none at all")
-            }
-            if let window = scenario.configuration.window, !start.isSplit, range.upperBound > delivered + window,
-               range.lowerBound > machine.contiguousPrefix {
-                violations.append("transfer \(start.id) asks for \(range), past the window ending at \(delivered + window)")
-            }
-            end = scenario.rangeCap.map { min(range.upperBound, range.lowerBound + $0) } ?? range.upperBound
-        } else {
-            ledger.removeAll()  // a stream starts over from byte 0
-            end = scenario.size
-        }
-        let first = start.range?.lowerBound ?? 0
-        let rate = scenario.sources.isEmpty ? scenario.rates[start.connection % scenario.rates.count] : scenario.sources[start.source].rate
-        if !scenario.sources.isEmpty, scenario.sources[start.source].fault == .differentBytes {
-            violations.append("transfer \(start.id) asks source \(start.source), which serves other bytes")
-        }
-        let behaviour = chooseBehaviour(for: start, first: first, end: end)
-        transfers[start.id] = Transfer(id: start.id, rate: rate, offset: first, end: end, next: now + drawLatency(),
-                                       behaviour: behaviour, isStream: isStream)
-        if case .diesAt(let t)? = scenario.sources.isEmpty ? nil : scenario.sources[start.source].fault {
-            // Refused once it is gone; reset where it got to by then while it was serving.
-            if now >= t {
-                transfers[start.id]!.behaviour = .fail(DownloadMachine.TransferFailure(isTransient: true))
-            } else if case .healthy = behaviour {
-                let cut = first + Int64((t - now) * rate)
-                if cut < end { transfers[start.id]!.behaviour = .resetAfter(cut) }
-            }
-        }
-    }
-
-    private mutating func chooseBehaviour(for start: DownloadMachine.TransferStart, first: Int64, end: Int64) -> Behaviour {
-        if !scenario.sources.isEmpty, scenario.sources[start.source].fault == .notFound {
-            return .fail(DownloadMachine.TransferFailure(httpStatus: 404, isTransient: false))
-        }
-        switch scenario.persistent {
-        case .notFound?:
-            return .fail(DownloadMachine.TransferFailure(httpStatus: 404, isTransient: false))
-        case .alwaysBusy?:
-            return .fail(DownloadMachine.TransferFailure(httpStatus: 503, isTransient: true, retryAfter: .seconds(1)))
-        default:
-            break
-        }
-        if start.range != nil, let planned = plannedSize, planned != scenario.size {
-            // The 206 names the server's real total.
-            return .fail(DownloadMachine.TransferFailure(httpStatus: 206, isTransient: true, observedTotal: scenario.size))
-        }
-        if start.range == nil && !scenario.acceptsRanges && plannedSize != nil {
-            violations.append("a whole-file request in a segmented download")
-        }
-        let mix = scenario.faults
-        guard faultsLeft > 0, mix.total > 0 else { return .healthy }
-        var roll = rng.nextUnit()
-        guard roll < mix.total else { return .healthy }
-        faultsLeft -= 1
-        let span = max(1, end - first)
-        let cut = first + Int64(rng.next() % UInt64(span))
-        if roll < mix.reset { return .resetAfter(cut) }
-        roll -= mix.reset
-        if roll < mix.stall { return .stallAfter(cut) }
-        roll -= mix.stall
-        if roll < mix.busy {
-            let wall: Int64 = 1_800_000_000 + Int64(now)
-            let after: RetryAfter = rng.next() % 2 == 0 ? .seconds(Int64(rng.next() % 3)) : .date(wall + 2, receivedAt: wall)
-            return .fail(DownloadMachine.TransferFailure(httpStatus: 503, isTransient: true, retryAfter: after))
-        }
-        return .fail(DownloadMachine.TransferFailure(httpStatus: 206, isTransient: true))
-    }
-
-    private mutating func drawLatency() -> Double {
-        let l = scenario.latency
-        return l.lowerBound + (l.upperBound - l.lowerBound) * rng.nextUnit()
     }
 }

@@ -41,10 +41,10 @@ final class DownloadDriver {
     var file: OutputFile?
     let resumedManifest: Manifest?
     /// The probe's `GET` still receiving, until adopted or discarded.
-    private let open: OpenProbe?
+    let open: OpenProbe?
 
-    private var transfers: [DownloadMachine.TransferID: Task<Void, Never>] = [:]
-    private var connectionOf: [DownloadMachine.TransferID: Int] = [:]
+    var transfers: [DownloadMachine.TransferID: Task<Void, Never>] = [:]
+    var connectionOf: [DownloadMachine.TransferID: Int] = [:]
     var failures = FailureRecord()
     private var timer: (deadline: Double, task: Task<Void, Never>)?
     /// A re-resolution of the URL given, while one is out.
@@ -276,78 +276,6 @@ final class DownloadDriver {
         }
         ticker = ProgressTicker(interval: options.progressInterval, emit: engine.emit)
             .start(counters: counters, total: size ?? resource.size, base: resumedBytes)
-    }
-
-    /// Counts a request on the connection of `start` and makes its sink: a range's, or the
-    /// stream's.
-    private func makeSink(for start: DownloadMachine.TransferStart, sentIfRange: Bool) -> any TransferSink {
-        beginReporting()
-        let counter = counters[start.connection]
-        counter.set(.receiving)
-        counter.requests.wrappingAdd(1, ordering: .relaxed)
-        counter.setRange(start.range.map { $0.lowerBound..<$0.upperBound })
-        if start.isSplit, let range = start.range {
-            options.logger.debug("split", metadata: ["connection": "\(start.connection)", "range": "\(range.lowerBound)-\(range.upperBound - 1)"])
-            engine.emit(.split(connection: start.connection, range: range.lowerBound..<range.upperBound))
-        }
-        connectionOf[start.id] = start.connection
-        let url = url(ofSource: start.source)
-        if let range = start.range {
-            // A mirror's validators are its own: its identity check and each 206's total vouch for it.
-            let mirror = start.source != 0
-            return SegmentSink(machine: shared, transfer: start.id, file: file!, counters: counter, requested: range,
-                               total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: mirror ? nil : resource.etag,
-                               lastModified: mirror ? nil : resource.lastModified, sentIfRange: sentIfRange, reader: reader,
-                               rateLimit: options.rateLimit)
-        }
-        counter.bytes.store(0, ordering: .relaxed)
-        return StreamSink(machine: shared, transfer: start.id, file: file!, counters: counter, expectedSize: resource.size,
-                          url: url, maximumSize: options.maximumSize, reader: reader, rateLimit: options.rateLimit)
-    }
-
-    private func begin(_ start: DownloadMachine.TransferStart) {
-        var request = engine.policy.request(url(ofSource: start.source), range: start.range)
-        let ifRange = start.range != nil && start.useIfRange
-            ? HTTPFields.ifRangeValue(etag: resource.etag, lastModified: resource.lastModified, date: resource.date) : nil
-        if let ifRange { request.headers.append("If-Range: \(ifRange)") }
-        let sink = makeSink(for: start, sentIfRange: ifRange != nil)
-        let (connector, queue, id, shared, logger) = (engine.connector, queue, start.id, shared, options.logger)
-        logger.debug("request", metadata: ["transfer": "\(id)", "connection": "\(start.connection)", "url": "\(redactedURL(request.url))",
-                                           "range": "\(start.range.map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? "all")",
-                                           "if-range": "\(ifRange != nil)"])
-        transfers[id] = Task {
-            // Waiting for a slot of the host (a session's per-host cap), the transfer is paused,
-            // not stalled.
-            let result = await connector.perform(request, sink: sink) { waiting in
-                if waiting { logger.debug("waiting for a slot of the host", metadata: ["transfer": "\(id)"]) }
-                let now = shared.now()
-                shared.withLock { $0.paused(id, waiting, now: now) }
-            }
-            let (end, error, length) = TransferOutcome.of(result, sink: sink)
-            queue.post(.transferEnded(id, end, error, streamLength: length))
-        }
-    }
-
-    /// Makes the probe's open body the transfer `start`: its held bytes and the rest go through a
-    /// sink like any started transfer's.
-    private func adopt(_ start: DownloadMachine.TransferStart) async {
-        guard let open else { return }
-        let inner = makeSink(for: start, sentIfRange: false)
-        // The held bytes are written on the I/O queue, not on Swift's cooperative pool.
-        await io.run { open.sink.attach(inner) }
-    }
-
-    /// Reports the end of the probe's open body as transfer `id`, once it is adopted (or
-    /// discarded: then as stopped).
-    private func watch(_ open: OpenProbe, as id: DownloadMachine.TransferID) {
-        let queue = self.queue
-        transfers[id] = Task {
-            let result = await withTaskCancellationHandler { await open.task.value } onCancel: { open.discard() }
-            let inner = await open.sink.settled()
-            // After the attach: what the sink said of the bytes held before it counts too.
-            let (end, error, length) = TransferOutcome.of(open.sink.adjusted(result), sink: inner)
-            queue.post(.transferEnded(id, end, error, streamLength: length))
-        }
     }
 
     private func save(_ checkpoint: DownloadMachine.Checkpoint) {
