@@ -156,14 +156,11 @@ import Glibc
         #expect(last == Array(0..<200))
     }
 
-    /// A queue whose job blocks does not hold up another queue: queue A's job gives queue B a job
-    /// and waits for it to run, which can only happen on another executor thread. (With one
-    /// thread it would give up after 5 s and the test fail.)
     /// Callers that wait together for a sync of one directory share it: five renames waiting
     /// while the I/O thread is busy cost one directory sync, and a later one its own.
     @Test func directorySyncsAreSharedByThoseWaitingTogether() async throws {
         try await withTemporaryDirectory { dir in
-            let executor = IOExecutor(threads: 1, name: "sf-test-io")
+            let executor = IOExecutor(maximumThreads: 1, name: "sf-test-io")
             let sync = DirectorySync(executor: executor)
             let released = NIOLockedValueBox(false)
             // The I/O thread stays busy until the five wait (at most two minutes: under
@@ -187,8 +184,11 @@ import Glibc
         }
     }
 
+    /// A queue whose job blocks does not hold up another queue: queue A's job gives queue B a job
+    /// and waits for it to run, which can only happen on another executor thread. (With one
+    /// thread it would give up after 5 s and the test fail.)
     @Test func aBlockedQueueDoesNotHoldUpAnother() async {
-        let executor = IOExecutor(threads: 2, name: "sf-test-io")
+        let executor = IOExecutor(maximumThreads: 2, name: "sf-test-io")
         let (a, b) = (IOQueue(executor: executor), IOQueue(executor: executor))
         let log = JobLog()
         let sawB = await a.run {
@@ -200,6 +200,40 @@ import Glibc
             return false
         }
         #expect(sawB)
+    }
+}
+
+extension FileSystemTests {
+    /// Jobs that block together each get a thread, up to the maximum and no further: four jobs
+    /// that each wait until all four have started finish only if four threads run them at once
+    /// (eight syncs of eight files block together so); a fifth starts no thread beyond the
+    /// maximum.
+    @Test func blockedJobsStartThreadsUpToTheMaximum() async {
+        let executor = IOExecutor(maximumThreads: 4, name: "sf-test-io")
+        #expect(executor.threads == 0)
+        let started = NIOLockedValueBox(0)
+        let limit = ContinuousClock.now + .seconds(60)
+        let results = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    await withCheckedContinuation { continuation in
+                        executor.enqueue {
+                            started.withLockedValue { $0 += 1 }
+                            while started.withLockedValue({ $0 }) < 4 && ContinuousClock.now < limit { usleep(1000) }
+                            continuation.resume(returning: started.withLockedValue { $0 } >= 4)
+                        }
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results == [true, true, true, true])
+        #expect(executor.threads == 4)
+        let fifth = await withCheckedContinuation { continuation in
+            executor.enqueue { continuation.resume(returning: true) }
+        }
+        #expect(fifth)
+        #expect(executor.threads == 4)
     }
 }
 
