@@ -61,7 +61,11 @@ struct SimulateCommand: ParsableCommand {
         if !ratios.isEmpty {
             let sorted = ratios.sorted()
             func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
-            let ideal = family == "mirrors" ? "the healthy sources' ideal" : family == "streaming" ? "the healthy connections' ideal" : "ideal"
+            let ideal = switch family {
+            case "mirrors": "the healthy sources' ideal"
+            case "streaming": "the healthy connections' ideal"
+            default: "ideal"
+            }
             print("finish time / \(ideal) over \(sorted.count) finished runs: median \(percentile(0.5)), "
                   + "p90 \(percentile(0.9)), p99 \(percentile(0.99)), worst \(sorted.last!) (seed \(worst!.seed))")
         }

@@ -201,9 +201,7 @@ import Glibc
         }
         #expect(sawB)
     }
-}
 
-extension FileSystemTests {
     /// Jobs that block together each get a thread, up to the maximum and no further: four jobs
     /// that each wait until all four have started finish only if four threads run them at once
     /// (eight syncs of eight files block together so); a fifth starts no thread beyond the
