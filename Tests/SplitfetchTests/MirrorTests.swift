@@ -64,8 +64,11 @@ struct MirrorTests {
             let (statistics, digest, events) = try await run([primary, other])
             #expect(digest == Self.expected)
             #expect(statistics.sources[1].bytes == 0 && statistics.sources[1].requests == 0)
-            #expect(statistics.sources[1].dropped?.contains("serves other bytes") == true)
-            #expect(events.contains { if case .sourceDropped(let url, _) = $0 { url == other } else { false } })
+            // Named and dropped once its check ends. Under ThreadSanitizer on a loaded machine the
+            // download may end first (the check is then cancelled): never used is all that holds.
+            let named = statistics.sources[1].dropped?.contains("serves other bytes") == true
+                && events.contains { if case .sourceDropped(let url, _) = $0 { url == other } else { false } }
+            #expect(named || (underThreadSanitizer && statistics.sources[1].dropped == nil), "\(statistics.sources)")
             // Only the small sample ranges were asked of it.
             let asked = servers[1].recordedRequests.compactMap { $0.header("range") }
             #expect(!asked.isEmpty && asked.count <= 6, "\(asked)")
@@ -82,12 +85,12 @@ struct MirrorTests {
             let dying = servers[1].url(size: size, query: ["rate": String(4 << 20), "dieafter": String(size * 3 / 10)])
             let (statistics, digest, _) = try await run([primary, dying])
             #expect(digest == SyntheticContent(size: size).sha256Hex())
-            #expect(statistics.sources[1].bytes > 0, "it served until it died")
-            // Its failures are counted; it is dropped after 4 in a row, unless the end comes first.
-            // Under ThreadSanitizer on a loaded machine its check has passed so late (the test took
-            // 177 s) that less than 30 % was left for it, so it never died; the file must still
-            // be right, and the sources' bytes add up.
-            #expect(statistics.sources[1].errors > 0 || underThreadSanitizer, "\(statistics.sources)")
+            // It serves until it dies; its failures are counted, and it is dropped after 4 in a row
+            // unless the end comes first. Under ThreadSanitizer on a loaded machine its check has
+            // passed so late (the test took 177 s) that less than 30 % was left for it, or none
+            // at all, so it never died; the file must still be right, and the sources' bytes add up.
+            #expect((statistics.sources[1].bytes > 0 && statistics.sources[1].errors > 0) || underThreadSanitizer,
+                    "\(statistics.sources)")
             #expect(statistics.sources[0].bytes + statistics.sources[1].bytes == size)
         }
     }
@@ -107,7 +110,9 @@ struct MirrorTests {
             let primary = servers[0].url(size: Self.size, query: ["rate": String(2 << 20)])
             let (statistics, digest, _) = try await run([primary, servers[1].url(size: Self.size + 1)])
             #expect(digest == Self.expected)
-            #expect(statistics.sources[1].bytes == 0 && statistics.sources[1].dropped != nil)
+            // Dropped once its check ends (under a loaded ThreadSanitizer run the end may come first).
+            #expect(statistics.sources[1].bytes == 0 && (statistics.sources[1].dropped != nil || underThreadSanitizer),
+                    "\(statistics.sources)")
         }
     }
 
