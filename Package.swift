@@ -23,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-http-structured-headers", from: "1.7.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         // scripts/docs: the DocC catalogue (swift package generate-documentation).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -49,6 +50,8 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 // Diagnostics: a Logger in the options; the library itself never prints.
                 .product(name: "Logging", package: "swift-log"),
+                // The timer thread's deadlines (TimerQueue).
+                .product(name: "HeapModule", package: "swift-collections"),
             ],
             swiftSettings: strict
         ),

@@ -46,11 +46,11 @@ final class DownloadDriver {
     var transfers: [DownloadMachine.TransferID: Task<Void, Never>] = [:]
     var connectionOf: [DownloadMachine.TransferID: Int] = [:]
     var failures = FailureRecord()
-    private var timer: (deadline: Double, task: Task<Void, Never>)?
+    private var timer: (deadline: Double, token: TimerQueue.Token)?
     /// A re-resolution of the URL given, while one is out.
     private var resolution: Task<Void, Never>?
     var counters: [WorkerCounters] = []
-    var ticker: Task<Void, Never>?
+    var ticker: ProgressTicker?
     var resumedBytes: Int64 = 0
     var streamLength: Int64 = 0
     /// What is hashed and checked; decided once the probe has answered.
@@ -95,7 +95,7 @@ final class DownloadDriver {
     /// - Throws: ``DownloadError`` after every transfer has ended and the file is closed.
     func run() async throws -> DownloadStatistics {
         defer {
-            timer?.task.cancel()
+            if let timer { TimerQueue.shared.cancel(timer.token) }
             ticker?.cancel()
             resolution?.cancel()
             for check in identityChecks { check.cancel() }
@@ -274,8 +274,8 @@ final class DownloadDriver {
         } else {
             engine.emit(.started(mode: .segmented, connections: counters.count, size: size))
         }
-        ticker = ProgressTicker(interval: options.progressInterval, emit: engine.emit)
-            .start(counters: counters, total: size ?? resource.size, base: resumedBytes)
+        ticker = ProgressTicker(interval: options.progressInterval, emit: engine.emit, counters: counters,
+                                total: size ?? resource.size, base: resumedBytes)
     }
 
     private func save(_ checkpoint: DownloadMachine.Checkpoint) {
@@ -299,12 +299,9 @@ final class DownloadDriver {
     /// (the machine asks again after every tick).
     private func wake(at deadline: Double) {
         if let timer, timer.deadline <= deadline { return }
-        timer?.task.cancel()
-        let (queue, instant) = (queue, shared.instant(at: deadline))
-        timer = (deadline, Task {
-            try? await Task.sleep(until: instant, clock: .continuous)
-            if !Task.isCancelled { queue.post(.tick) }
-        })
+        if let timer { TimerQueue.shared.cancel(timer.token) }
+        let queue = queue
+        timer = (deadline, TimerQueue.shared.schedule(at: shared.instant(at: deadline)) { queue.post(.tick) })
     }
 
     /// The URL a redirect led to expired: follow the URL given again (a ranged probe, in a task

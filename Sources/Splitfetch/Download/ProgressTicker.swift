@@ -1,39 +1,82 @@
-/// Emits ``DownloadEvent/progress(_:)`` every ``DownloadOptions/progressInterval`` from the
-/// connections' live counters, with a smoothed speed.
-struct ProgressTicker: Sendable {
-    let interval: Duration
-    let emit: @Sendable (DownloadEvent) -> Void
+import NIOConcurrencyHelpers
 
-    /// Starts ticking; cancel the task to stop.
+/// Emits ``DownloadEvent/progress(_:)`` every ``DownloadOptions/progressInterval`` from the
+/// connections' live counters, with a smoothed speed, on the ``TimerQueue``: a download that ends
+/// before its first tick costs a heap entry, not a task.
+///
+/// Thread safety: the ticks run on the timer thread one at a time; `cancel` may come from any
+/// task. One lock guards the speeds and the pending tick.
+final class ProgressTicker: Sendable {
+    private struct State {
+        var token: TimerQueue.Token?
+        var cancelled = false
+        var lastTime = 0.0
+        var overall = Speed()
+        var speeds: [Speed]
+    }
+
+    let interval: Duration
+    private let emit: @Sendable (DownloadEvent) -> Void
+    private let counters: [WorkerCounters]
+    private let total: Int64?
+    private let base: Int64
+    private let start = ContinuousClock.now
+    private let state: NIOLockedValueBox<State>
+    private let timers: TimerQueue
+
+    /// Starts ticking.
     ///
     /// - Parameters:
     ///   - counters: the connections whose bytes are counted.
     ///   - total: the file size, when known.
     ///   - base: bytes already on disk before this run.
-    func start(counters: [WorkerCounters], total: Int64?, base: Int64) -> Task<Void, Never> {
-        let (interval, emit) = (self.interval, self.emit)
-        let clock = ContinuousClock()
-        let start = clock.now
-        return Task {
-            var lastTime = 0.0
-            var overall = Speed()
-            var speeds = [Speed](repeating: Speed(), count: counters.count)
-            while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
-                if Task.isCancelled { break }
-                let now = (clock.now - start).seconds
-                var connections = counters.map(\.progress)
-                let bytes = connections.reduce(0) { $0 + $1.bytes }
-                let dt = now - lastTime
-                let smoothed = overall.update(bytes: bytes, over: dt)
-                for index in connections.indices {
-                    connections[index].bytesPerSecond = speeds[index].update(bytes: connections[index].bytes, over: dt)
-                }
-                lastTime = now
-                emit(.progress(DownloadProgress(bytesWritten: base + bytes, totalBytes: total, bytesPerSecond: smoothed,
-                                                elapsed: .seconds(now), connections: connections)))
-            }
+    init(interval: Duration, emit: @escaping @Sendable (DownloadEvent) -> Void, counters: [WorkerCounters], total: Int64?,
+         base: Int64, timers: TimerQueue = .shared) {
+        self.interval = interval
+        self.emit = emit
+        self.counters = counters
+        self.total = total
+        self.base = base
+        self.timers = timers
+        state = NIOLockedValueBox(State(speeds: [Speed](repeating: Speed(), count: counters.count)))
+        scheduleNext()
+    }
+
+    /// No tick follows (one under way may still emit).
+    func cancel() {
+        let token = state.withLockedValue { state -> TimerQueue.Token? in
+            state.cancelled = true
+            defer { state.token = nil }
+            return state.token
         }
+        if let token { timers.cancel(token) }
+    }
+
+    private func scheduleNext() {
+        // Scheduled under the lock, so a cancel that comes meanwhile finds the token.
+        state.withLockedValue { state in
+            guard !state.cancelled else { return }
+            state.token = timers.schedule(after: interval) { [self] in tick() }
+        }
+    }
+
+    private func tick() {
+        let now = (ContinuousClock.now - start).seconds
+        var connections = counters.map(\.progress)
+        let bytes = connections.reduce(0) { $0 + $1.bytes }
+        let smoothed: Double? = state.withLockedValue { state in
+            guard !state.cancelled else { return nil }
+            let dt = now - state.lastTime
+            for index in connections.indices {
+                connections[index].bytesPerSecond = state.speeds[index].update(bytes: connections[index].bytes, over: dt)
+            }
+            state.lastTime = now
+            return state.overall.update(bytes: bytes, over: dt)
+        }
+        guard let smoothed else { return }
+        emit(.progress(DownloadProgress(bytesWritten: base + bytes, totalBytes: total, bytesPerSecond: smoothed,
+                                        elapsed: .seconds(now), connections: connections)))
+        scheduleNext()
     }
 }
 

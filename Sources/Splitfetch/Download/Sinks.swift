@@ -150,11 +150,8 @@ final class PauseState: Sendable {
         if let reader, through > 0 {
             reader.resumeWhen(through: through, resume)
         } else if nanoseconds > 0 {
-            // A timer task; the resume only posts to the transport thread, so it never blocks.
-            Task {
-                try? await Task.sleep(for: .nanoseconds(nanoseconds))
-                resume()
-            }
+            // The resume only posts to the transport thread, so it never blocks the timer's.
+            TimerQueue.shared.schedule(after: .nanoseconds(nanoseconds), resume)
         } else {
             resume()
         }

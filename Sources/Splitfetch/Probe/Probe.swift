@@ -153,12 +153,11 @@ struct Probe {
                 sink.ended()
                 return result
             }
-            let timer = Task { [timeout = options.probeTimeout] in
-                try? await Task.sleep(for: timeout)
-                if !Task.isCancelled && sink.giveUpWaitingForHead() { task.cancel() }
+            let timer = TimerQueue.shared.schedule(after: options.probeTimeout) {
+                if sink.giveUpWaitingForHead() { task.cancel() }
             }
             let head = await withTaskCancellationHandler { await sink.head() } onCancel: { task.cancel() }
-            timer.cancel()
+            TimerQueue.shared.cancel(timer)
             if let head, head.status == 200 || head.status == 206, !sink.timedOut {
                 do {
                     return try opened(head, sink: sink, task: task, requested: range, finalURL: current)

@@ -2,7 +2,8 @@
 import Glibc
 #endif
 
-/// A pthread mutex with a condition variable, for the I/O thread's queue.
+/// A pthread mutex with a condition variable, for the I/O threads' queue and the timer thread.
+/// Timed waits measure `CLOCK_MONOTONIC`, which no change of the wall clock moves.
 ///
 /// `@unchecked Sendable`: the pthread objects are designed to be shared between threads; they are
 /// allocated once, never moved, and destroyed in `deinit` when no thread can hold them.
@@ -12,7 +13,11 @@ final class ConditionLock: @unchecked Sendable {
 
     init() {
         pthread_mutex_init(mutex, nil)
-        pthread_cond_init(condition, nil)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
     }
 
     deinit {
@@ -30,6 +35,16 @@ final class ConditionLock: @unchecked Sendable {
     /// Waits for a signal. Call with the lock held.
     func wait() {
         pthread_cond_wait(condition, mutex)
+    }
+
+    /// Waits for a signal, or until `nanoseconds` have passed. Call with the lock held.
+    func wait(nanoseconds: Int64) {
+        var deadline = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &deadline)
+        let total = Int64(deadline.tv_nsec) + max(0, nanoseconds) % 1_000_000_000
+        deadline.tv_sec += Int(max(0, nanoseconds) / 1_000_000_000 + total / 1_000_000_000)
+        deadline.tv_nsec = Int(total % 1_000_000_000)
+        pthread_cond_timedwait(condition, mutex, &deadline)
     }
 }
 
