@@ -156,7 +156,7 @@ struct MirrorTests {
                 #expect(manifest.mirrors == [first])
 
                 var again = testOptions(connections: 2)
-                again.stallTimeout = .seconds(1)
+                again.stallTimeout = briskTimeout(.seconds(1))
                 let other = servers[2].url(size: Self.size, query: ["rate": String(1 << 20)])
                 let wrong = servers[3].url(size: Self.size, seed: 4)
                 again.mirrors = [other, wrong]

@@ -171,7 +171,7 @@ struct ResumeTests {
                 let sentBefore = server.statistics.bodyBytes
                 // Stalls the first run left unused are given up on at once.
                 var second = testOptions(connections: 7)
-                second.stallTimeout = .seconds(1)
+                second.stallTimeout = briskTimeout(.seconds(1))
                 let (stats, digest) = try await download(url, to: path, options: second)
                 #expect(digest == SyntheticContent(size: size, seed: 3).sha256Hex())
                 #expect(stats.resumedBytes >= 3 << 20)

@@ -70,6 +70,13 @@ func patientTimeout(_ normal: Duration) -> Duration {
     underThreadSanitizer ? max(normal, .seconds(30)) : normal
 }
 
+/// A stall timeout a test wants short, to give up on scripted stalls quickly: under
+/// ThreadSanitizer at least 5 s, so that a healthy transfer starved for a second is not taken for
+/// stalled (a full run on a loaded machine once gave up on one after six 1 s "stalls").
+func briskTimeout(_ normal: Duration) -> Duration {
+    underThreadSanitizer ? max(normal, .seconds(5)) : normal
+}
+
 /// Options that keep tests quick: short timeouts and retry delays.
 func testOptions(connections: Int = 8, minimumSegmentSize: Int64 = 256 << 10) -> DownloadOptions {
     var options = DownloadOptions()
