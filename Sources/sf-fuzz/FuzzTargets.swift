@@ -64,7 +64,8 @@ func fuzz(_ target: String, _ bytes: [UInt8]) {
         if request.credentials != nil, CurlURL(text)?.origin != "http://127.0.0.1:8080" {
             broken("credentials for another origin", text)
         }
-        if redactedURL(origin + text).contains("s3cret") { broken("a password survived redaction", text) }
+        // Unless the input brings the word itself, in its path (a fuzzer found "s3cret=\u{FFFD}").
+        if !text.contains("s3cret"), redactedURL(origin + text).contains("s3cret") { broken("a password survived redaction", text) }
         // Nor a signature in the query, whatever follows it.
         let signed = "https://b.example/k?X-Amz-Signature=SIGSECRET&" + text
         if !text.contains("SIGSECRET"), redactedURL(signed).contains("SIGSECRET") { broken("a signature survived redaction", text) }
