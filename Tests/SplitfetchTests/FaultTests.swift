@@ -21,7 +21,7 @@ struct FaultTests {
     static func options(retries: Int = 6) -> DownloadOptions {
         var o = testOptions(connections: 4, minimumSegmentSize: 512 << 10)
         o.retries = retries
-        let timeout: Duration = underThreadSanitizer ? .seconds(10) : .seconds(1)
+        let timeout = sanitizerTimeout(.seconds(1), atLeast: .seconds(10))
         o.stallTimeout = timeout
         o.probeTimeout = timeout
         return o

@@ -67,14 +67,19 @@ let underThreadSanitizer = getenv("SPLITFETCH_UNDER_TSAN") != nil
 /// suite runs at once several times slower, and a probe answered after a few seconds is slow,
 /// not lost; a retry would break the tests that count requests.
 func patientTimeout(_ normal: Duration) -> Duration {
-    underThreadSanitizer ? max(normal, .seconds(30)) : normal
+    sanitizerTimeout(normal, atLeast: .seconds(30))
+}
+
+/// `normal`, or under ThreadSanitizer at least `floor`.
+func sanitizerTimeout(_ normal: Duration, atLeast floor: Duration) -> Duration {
+    underThreadSanitizer ? max(normal, floor) : normal
 }
 
 /// A stall timeout a test wants short, to give up on scripted stalls quickly: under
 /// ThreadSanitizer at least 5 s, so that a healthy transfer starved for a second is not taken for
 /// stalled (a full run on a loaded machine once gave up on one after six 1 s "stalls").
 func briskTimeout(_ normal: Duration) -> Duration {
-    underThreadSanitizer ? max(normal, .seconds(5)) : normal
+    sanitizerTimeout(normal, atLeast: .seconds(5))
 }
 
 /// Options that keep tests quick: short timeouts and retry delays.

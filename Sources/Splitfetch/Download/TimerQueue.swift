@@ -40,9 +40,15 @@ final class TimerQueue: Sendable {
     nonisolated(unsafe) private var actions: [UInt64: @Sendable () -> Void] = [:]
     nonisolated(unsafe) private var lastID: UInt64 = 0
     nonisolated(unsafe) private var started = false
-    /// Guarded by `lock`: whether the thread waits, and until when (`nil`: for a signal only).
-    nonisolated(unsafe) private var waiting = false
-    nonisolated(unsafe) private var waitingUntil: ContinuousClock.Instant?
+    /// Guarded by `lock`: what the thread is doing.
+    nonisolated(unsafe) private var thread = ThreadState.running
+
+    private enum ThreadState {
+        case running
+        /// Waits for a signal only: nothing is scheduled.
+        case waiting
+        case waitingUntil(ContinuousClock.Instant)
+    }
 
     init(name: String) {
         self.name = name
@@ -57,7 +63,12 @@ final class TimerQueue: Sendable {
         actions[id] = action
         heap.insert(Entry(deadline: deadline, id: id))
         // Most deadlines are later than the one the thread waits for: it need not wake.
-        let wake = waiting && waitingUntil.map { deadline < $0 } ?? waiting
+        let wake: Bool
+        switch thread {
+        case .running: wake = false
+        case .waiting: wake = true
+        case .waitingUntil(let earliest): wake = deadline < earliest
+        }
         let start = !started
         started = true
         lock.unlock()
@@ -98,7 +109,8 @@ final class TimerQueue: Sendable {
     var waitsForDeadline: Bool {
         lock.lock()
         defer { lock.unlock() }
-        return waiting && waitingUntil != nil
+        if case .waitingUntil = thread { return true }
+        return false
     }
 
     /// Entries in the heap, cancelled ones included (for tests).
@@ -113,18 +125,18 @@ final class TimerQueue: Sendable {
         while true {
             while let first = heap.min, actions[first.id] == nil { heap.removeMin() }
             guard let first = heap.min else {
-                (waiting, waitingUntil) = (true, nil)
+                thread = .waiting
                 lock.wait()
-                waiting = false
+                thread = .running
                 continue
             }
             let now = ContinuousClock.now
             if first.deadline > now {
-                (waiting, waitingUntil) = (true, first.deadline)
+                thread = .waitingUntil(first.deadline)
                 let (seconds, attoseconds) = (first.deadline - now).components
                 // At most a day at a time (no overflow); the loop looks again when it wakes.
                 lock.wait(nanoseconds: min(seconds, 86_400) * 1_000_000_000 + attoseconds / 1_000_000_000 + 1)
-                waiting = false
+                thread = .running
                 continue
             }
             heap.removeMin()

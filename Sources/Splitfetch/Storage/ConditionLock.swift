@@ -39,10 +39,11 @@ final class ConditionLock: @unchecked Sendable {
 
     /// Waits for a signal, or until `nanoseconds` have passed. Call with the lock held.
     func wait(nanoseconds: Int64) {
+        let (seconds, rest) = max(0, nanoseconds).quotientAndRemainder(dividingBy: 1_000_000_000)
         var deadline = timespec()
         clock_gettime(CLOCK_MONOTONIC, &deadline)
-        let total = Int64(deadline.tv_nsec) + max(0, nanoseconds) % 1_000_000_000
-        deadline.tv_sec += Int(max(0, nanoseconds) / 1_000_000_000 + total / 1_000_000_000)
+        let total = Int64(deadline.tv_nsec) + rest
+        deadline.tv_sec += Int(seconds + total / 1_000_000_000)
         deadline.tv_nsec = Int(total % 1_000_000_000)
         pthread_cond_timedwait(condition, mutex, &deadline)
     }
