@@ -24,7 +24,7 @@ extension DownloadDriver {
             return SegmentSink(machine: shared, transfer: start.id, file: file!, counters: counter, requested: range,
                                total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: mirror ? nil : resource.etag,
                                lastModified: mirror ? nil : resource.lastModified, sentIfRange: sentIfRange, reader: reader,
-                               rateLimit: options.rateLimit)
+                               rateLimit: options.rateLimit, startsWriteback: options.syncBeforeRename)
         }
         counter.bytes.store(0, ordering: .relaxed)
         return StreamSink(machine: shared, transfer: start.id, file: file!, counters: counter, expectedSize: resource.size,

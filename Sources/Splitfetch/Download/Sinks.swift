@@ -19,6 +19,10 @@ final class SegmentSink: TransferSink, Sendable {
     let lastModified: String?
     let sentIfRange: Bool
     let reader: PrefixReader?
+    /// Whether a sync will follow (``DownloadOptions/syncBeforeRename``): then a finished
+    /// segment's pages start for the disk at once. Without one, the kernel writes them back in
+    /// its own time, not on this process's clock.
+    let startsWriteback: Bool
     private let written: Atomic<Int64>
     private let pause: PauseState
     /// Where the accepted response's body ends (exclusive); 0 until a response is accepted.
@@ -33,8 +37,9 @@ final class SegmentSink: TransferSink, Sendable {
 
     init(machine: SharedMachine, transfer: DownloadMachine.TransferID, file: OutputFile, counters: WorkerCounters,
          requested: ByteRange, total: Int64, url: String, etag: String?, lastModified: String?, sentIfRange: Bool,
-         reader: PrefixReader? = nil, rateLimit: RateLimit? = nil) {
+         reader: PrefixReader? = nil, rateLimit: RateLimit? = nil, startsWriteback: Bool) {
         self.reader = reader
+        self.startsWriteback = startsWriteback
         pause = PauseState(reader: reader, rateLimit: rateLimit)
         self.etag = etag
         self.lastModified = lastModified
@@ -89,7 +94,7 @@ final class SegmentSink: TransferSink, Sendable {
             written.store(through, ordering: .relaxed)
             // The segment is complete: its pages start for the disk now, so the final sync (or the
             // next checkpoint's) finds them on their way. A small file is one segment.
-            if through == end { file.startWriteback(ByteRange(requested.lowerBound, end)) }
+            if through == end && startsWriteback { file.startWriteback(ByteRange(requested.lowerBound, end)) }
             let now = machine.now()
             if let reader {
                 reader.advance(to: machine.withLock { $0.commit(id, through: through, now: now); return $0.contiguousPrefix })

@@ -22,6 +22,7 @@ final class OutputFile: Sendable {
     let ringCapacity: Int64?
     private let closed = Atomic<Bool>(false)
     private let named: Atomic<Bool>
+    private let writebacks = Atomic<Int>(0)
 
     private init(path: String, descriptor: FileDescriptor, injectedFullDiskOffset: Int64?, named: Bool = true,
                  ringCapacity: Int64? = nil) {
@@ -209,8 +210,12 @@ final class OutputFile: Sendable {
     /// the `fdatasync` of a later checkpoint or of the finish has little left to do.
     func startWriteback(_ range: ByteRange? = nil) {
         guard ringCapacity == nil else { return }  // a ring's bytes are read back and overwritten, never kept
+        writebacks.wrappingAdd(1, ordering: .relaxed)
         FileSystem.startWriteback(descriptor, offset: range?.lowerBound ?? 0, length: range?.count ?? 0)
     }
+
+    /// How many times ``startWriteback(_:)`` asked the kernel to start writing.
+    var writebacksStarted: Int { writebacks.load(ordering: .relaxed) }
 
     /// Makes written data durable (`fdatasync`).
     func sync() throws(DownloadError) {
