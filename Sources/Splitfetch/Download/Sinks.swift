@@ -20,8 +20,8 @@ final class SegmentSink: TransferSink, Sendable {
     let sentIfRange: Bool
     let reader: PrefixReader?
     /// Whether a sync will follow (``DownloadOptions/syncBeforeRename``): then a finished
-    /// segment's pages start for the disk at once. Without one, the kernel writes them back in
-    /// its own time, not on this process's clock.
+    /// segment's pages start for the disk at once, unless it completes the file. Without one,
+    /// the kernel writes them back in its own time, not on this process's clock.
     let startsWriteback: Bool
     private let written: Atomic<Int64>
     private let pause: PauseState
@@ -92,15 +92,24 @@ final class SegmentSink: TransferSink, Sendable {
             }
             let through = offset + allowed
             written.store(through, ordering: .relaxed)
-            // The segment is complete: its pages start for the disk now, so the final sync (or the
-            // next checkpoint's) finds them on their way. A small file is one segment.
-            if through == end && startsWriteback { file.startWriteback(ByteRange(requested.lowerBound, end)) }
             let now = machine.now()
+            let segmentEnded = through == end
+            let fileComplete: Bool
             if let reader {
-                reader.advance(to: machine.withLock { $0.commit(id, through: through, now: now); return $0.contiguousPrefix })
+                let prefix: Int64
+                (prefix, fileComplete) = machine.withLock {
+                    $0.commit(id, through: through, now: now)
+                    return ($0.contiguousPrefix, segmentEnded && $0.isComplete)
+                }
+                reader.advance(to: prefix)
             } else {
-                machine.withLock { $0.commit(id, through: through, now: now) }
+                fileComplete = machine.withLock { $0.commit(id, through: through, now: now); return segmentEnded && $0.isComplete }
             }
+            // A finished segment's pages start for the disk now, so the next checkpoint's sync finds
+            // them on their way. Not when it completes the file (a small file's only segment does):
+            // the final `fdatasync` follows at once on an I/O thread, while `sync_file_range` here
+            // would hold up this transport thread's other transfers.
+            if segmentEnded && startsWriteback && !fileComplete { file.startWriteback(ByteRange(requested.lowerBound, end)) }
             counters.bytes.wrappingAdd(allowed, ordering: .relaxed)
         }
         return allowed < Int64(body.count) ? .stop : .proceed
