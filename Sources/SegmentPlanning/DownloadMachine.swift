@@ -136,8 +136,6 @@ public struct DownloadMachine: Sendable {
     public var connectionCount: Int { slots.count }
     /// Bytes on disk (segmented mode).
     public var writtenBytes: Int64 { table?.writtenBytes ?? 0 }
-    /// Whether every byte of a segmented download is written.
-    public var isComplete: Bool { table?.isComplete ?? false }
     /// The lowest unwritten byte of a segmented download: `[0, contiguousPrefix)` is written.
     public var contiguousPrefix: Int64 { table?.contiguousPrefix ?? 0 }
     /// Transfers in flight.

@@ -93,23 +93,14 @@ final class SegmentSink: TransferSink, Sendable {
             let through = offset + allowed
             written.store(through, ordering: .relaxed)
             let now = machine.now()
-            let segmentEnded = through == end
-            let fileComplete: Bool
-            if let reader {
-                let prefix: Int64
-                (prefix, fileComplete) = machine.withLock {
-                    $0.commit(id, through: through, now: now)
-                    return ($0.contiguousPrefix, segmentEnded && $0.isComplete)
-                }
-                reader.advance(to: prefix)
-            } else {
-                fileComplete = machine.withLock { $0.commit(id, through: through, now: now); return segmentEnded && $0.isComplete }
-            }
+            let prefix = machine.withLock { $0.commit(id, through: through, now: now); return $0.contiguousPrefix }
+            reader?.advance(to: prefix)
             // A finished segment's pages start for the disk now, so the next checkpoint's sync finds
-            // them on their way. Not when it completes the file (a small file's only segment does):
-            // the final `fdatasync` follows at once on an I/O thread, while `sync_file_range` here
-            // would hold up this transport thread's other transfers.
-            if segmentEnded && startsWriteback && !fileComplete { file.startWriteback(ByteRange(requested.lowerBound, end)) }
+            // them on their way. Not when it completes the file (the written prefix reaches the end;
+            // a small file's only segment does): the final `fdatasync` follows at once on an I/O
+            // thread, while `sync_file_range` here would hold up this transport thread's other
+            // transfers.
+            if through == end && startsWriteback && prefix < total { file.startWriteback(ByteRange(requested.lowerBound, end)) }
             counters.bytes.wrappingAdd(allowed, ordering: .relaxed)
         }
         return allowed < Int64(body.count) ? .stop : .proceed
