@@ -1,4 +1,5 @@
 @testable import Splitfetch
+import SegmentPlanning
 import SystemPackage
 import TestHTTPServer
 import Testing
@@ -80,7 +81,49 @@ struct RealServerTests {
                 #expect(error?.message.contains(text) == true, "\(error?.message ?? "")")
                 let ranged = server.recordedRequests.filter { $0.headers.contains { $0.name == "range" && $0.value != "bytes=0-0" } }
                 #expect(ranged.count <= 4, "\(ranged.count) range requests for a fault that cannot clear")
+                if fault == "badlength" {
+                    // Refused at the probe, before its body is held: no other connection starts
+                    // (taken whole, the body would leave a byte on a connection libcurl reuses,
+                    // and the next request on it failed as "HTTP/0.9", 1 run in 100).
+                    #expect(ranged.count == 1, "\(ranged.count) range requests")
+                }
             }
+        }
+    }
+
+    /// The GET-first probe refuses a `206` whose Content-Length disagrees with its Content-Range
+    /// itself, before the body is held for the first segment.
+    @Test func theProbeRefusesALengthThatDisagreesWithItsRange() async throws {
+        try await withServer { server in
+            let url = server.url(size: Self.size, query: ["fault": "badlength"])
+            let transport = CurlTransport(maximumConnections: 1)
+            let probe = Probe(connector: Connector(transport: transport), policy: RequestPolicy(url: url, options: Self.options()))
+            do throws(DownloadError) {
+                let (_, open) = try await probe.runGetFirst(range: ByteRange(0, 512 << 10))
+                open?.discard()
+                Issue.record("the probe took a 206 whose Content-Length disagrees with its Content-Range")
+            } catch {
+                #expect(error.code == .protocolViolation && !error.isTransient)
+                #expect(error.message.contains("Content-Length 524287 does not match Content-Range bytes 0-524287/"), "\(error.message)")
+            }
+            await transport.shutdown()
+        }
+    }
+
+    /// What the error mapping above relies on: libcurl says whether a request went out, and on a
+    /// connection opened for it or one kept from before.
+    @Test func aResultSaysWhetherTheRequestWentOutOnAReusedConnection() async throws {
+        try await withServer { server in
+            let url = server.url(size: 1000, query: [:])
+            let transport = CurlTransport(maximumConnections: 1)
+            let policy = RequestPolicy(url: url, options: Self.options())
+            let first = await transport.perform(policy.request(url), sink: nil)
+            let second = await transport.perform(policy.request(url), sink: nil)
+            #expect(first.curlCode == 0 && first.requestSent && !first.reusedConnection)
+            #expect(second.curlCode == 0 && second.requestSent && second.reusedConnection)
+            let refused = await transport.perform(policy.request("http://127.0.0.1:1/f"), sink: nil)
+            #expect(refused.curlCode != 0 && !refused.requestSent)
+            await transport.shutdown()
         }
     }
 

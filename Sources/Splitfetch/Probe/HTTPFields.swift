@@ -178,17 +178,23 @@ package enum HTTPFields {
             if case .range(let got, let gotTotal?) = parsed, got.lowerBound == requested.lowerBound { error.observedTotal = gotTotal }
             return .reject(error)
         }
+        if let error = lengthDisagreement(head, range: got, contentRange: ranges[0], url: where_) { return .reject(error) }
+        return .accept(through: got.upperBound)
+    }
+
+    /// Why a `206`'s `Content-Length` cannot be trusted: unreadable, or another count than its
+    /// `Content-Range` names. Such a response disagrees with itself, and asking again gets the
+    /// same answer (not transient). Taken whole, it would also leave bytes behind on a connection
+    /// that libcurl then reuses, or end short. `url` is already redacted.
+    static func lengthDisagreement(_ head: ResponseHead, range: ByteRange, contentRange: String, url: String) -> DownloadError? {
         switch contentLength(head.all("content-length")) {
         case .failure(let error):
-            return .reject(DownloadError(.protocolViolation, "\(where_): \(error.message)"))
-        case .success(let length):
-            if let length, length != got.count {
-                // The response disagrees with itself; asking again gets the same answer.
-                return .reject(DownloadError(.protocolViolation,
-                    "\(where_): Content-Length \(length) does not match Content-Range \(ranges[0])"))
-            }
+            return DownloadError(.protocolViolation, "\(url): \(error.message)")
+        case .success(let length?) where length != range.count:
+            return DownloadError(.protocolViolation, "\(url): Content-Length \(length) does not match Content-Range \(contentRange)")
+        case .success:
+            return nil
         }
-        return .accept(through: got.upperBound)
     }
 
     /// The weak comparison of two entity tags (RFC 9110, 8.8.3.2): equal once any `W/` is

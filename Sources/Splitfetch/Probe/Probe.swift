@@ -195,6 +195,11 @@ struct Probe {
             throw DownloadError(.protocolViolation,
                 "\(redactedURL(finalURL)): asked for bytes from 0, got Content-Range \(values.first ?? "none")", isTransient: true)
         }
+        // Checked before the body is held: libcurl would otherwise finish reading it by the wrong
+        // count and hand the connection, with the bytes left on it, to another transfer.
+        if let error = HTTPFields.lengthDisagreement(head, range: got, contentRange: values[0], url: redactedURL(finalURL)) {
+            throw error
+        }
         let found = try checked(resource(finalURL: finalURL, head: head, size: total, ranges: total != nil, method: "get"))
         return (found, OpenProbe(sink: sink, task: task, range: got))
     }
@@ -267,6 +272,13 @@ enum CurlErrors {
         let code = result.curlCode
         let text = result.curlMessage.isEmpty ? "no response" : result.curlMessage
         switch code {
+        case unsupportedProtocol where result.requestSent:
+            // Not the URL but the reply: libcurl reports one that does not begin with a status
+            // line as HTTP/0.9 this way. On a reused connection that is most likely bytes an
+            // earlier response left behind, and a new connection may do; on a new one, the
+            // server answers that way.
+            return DownloadError(.protocolViolation, "\(redactedURL(url)): malformed response: \(text)",
+                                 isTransient: result.reusedConnection)
         case unsupportedProtocol, malformedURL:
             return DownloadError(.usage, "\(redactedURL(url)): \(text)")
         case weirdServerReply, badContentEncoding:

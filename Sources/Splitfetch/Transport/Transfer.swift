@@ -183,6 +183,13 @@ final class Transfer: @unchecked Sendable {
         if sf_easy_getinfo_long(easy, CURLINFO_HTTP_CONNECTCODE, &connect) == CURLE_OK, connect != 0, connect != 200 {
             result.proxyConnectStatus = connect
         }
+        var requestBytes = 0
+        if sf_easy_getinfo_long(easy, CURLINFO_REQUEST_SIZE, &requestBytes) == CURLE_OK, requestBytes > 0 {
+            result.requestSent = true
+            // New connections made for this transfer: none means it reused one.
+            var opened = 0
+            if sf_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &opened) == CURLE_OK { result.reusedConnection = opened == 0 }
+        }
     }
 
     /// Detaches the easy handle from this transfer.

@@ -88,4 +88,8 @@ struct TransferResult: Sendable {
     var cancelled = false
     /// The proxy's answer to `CONNECT` (for an `https` URL through a proxy), when it was not 200.
     var proxyConnectStatus: Int?
+    /// The request went out (libcurl counted its bytes): an error after that concerns the reply.
+    var requestSent = false
+    /// The request went out on a connection an earlier transfer had opened.
+    var reusedConnection = false
 }
