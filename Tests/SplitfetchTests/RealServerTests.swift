@@ -18,6 +18,15 @@ struct RealServerTests {
         return o
     }
 
+    /// Options for a test that counts requests or probes once: a probe answered late is slow,
+    /// not lost (with all suites at once on two cores, one waited over 2 s), and a second probe
+    /// would be counted.
+    static func unhurried() -> DownloadOptions {
+        var o = options()
+        o.probeTimeout = .seconds(30)
+        return o
+    }
+
     func expectCorrect(_ server: TestServer, query: [String: String], options: DownloadOptions = options(),
                        sourceLocation: SourceLocation = #_sourceLocation) async throws -> DownloadStatistics {
         try await expectCorrectDownload(server, size: Self.size, query: query, options: options, sourceLocation: sourceLocation)
@@ -76,7 +85,7 @@ struct RealServerTests {
     func deterministicFaultsAreNotRetried(fault: String, text: String) async throws {
         try await withServer { server in
             try await withTemporaryDirectory { dir in
-                let error = await failure(server.url(size: Self.size, query: ["fault": fault]), to: dir + "/f", options: Self.options())
+                let error = await failure(server.url(size: Self.size, query: ["fault": fault]), to: dir + "/f", options: Self.unhurried())
                 #expect(error?.code == .protocolViolation)
                 #expect(error?.message.contains(text) == true, "\(error?.message ?? "")")
                 let ranged = server.recordedRequests.filter { $0.headers.contains { $0.name == "range" && $0.value != "bytes=0-0" } }
@@ -97,7 +106,7 @@ struct RealServerTests {
         try await withServer { server in
             let url = server.url(size: Self.size, query: ["fault": "badlength"])
             let transport = CurlTransport(maximumConnections: 1)
-            let probe = Probe(connector: Connector(transport: transport), policy: RequestPolicy(url: url, options: Self.options()))
+            let probe = Probe(connector: Connector(transport: transport), policy: RequestPolicy(url: url, options: Self.unhurried()))
             do throws(DownloadError) {
                 let (_, open) = try await probe.runGetFirst(range: ByteRange(0, 512 << 10))
                 open?.discard()
