@@ -166,6 +166,48 @@ struct HTTPFieldsTests {
         #expect(h.first("ETAG") == "\"abc\"")
         #expect(h.isComplete)
     }
+
+    /// libcurl's "unsupported protocol" is the URL's fault only before a request went out. After,
+    /// it is the reply (libcurl's "Received HTTP/0.9"): worth a new connection when the request
+    /// went out on a reused one, whose earlier response may have left bytes behind.
+    @Test(arguments: [
+        (sent: false, reused: false, code: DownloadError.Code.usage, transient: false),
+        (sent: true, reused: true, code: .protocolViolation, transient: true),
+        (sent: true, reused: false, code: .protocolViolation, transient: false),
+    ])
+    func unsupportedProtocolIsTheURLOnlyBeforeTheRequestWentOut(sent: Bool, reused: Bool, code: DownloadError.Code,
+                                                               transient: Bool) {
+        var result = TransferResult()
+        result.curlCode = CurlErrors.unsupportedProtocol
+        result.curlMessage = "Received HTTP/0.9 when not allowed"
+        result.requestSent = sent
+        result.reusedConnection = reused
+        let error = CurlErrors.error(for: result, url: "http://127.0.0.1:1/f")
+        #expect(error.code == code)
+        #expect(error.isTransient == transient)
+        #expect(error.message.contains("HTTP/0.9") && error.message.contains("127.0.0.1"))
+        if sent { #expect(error.message.contains("malformed response")) }
+    }
+
+    /// A `206` whose Content-Length counts other bytes than its Content-Range names is refused,
+    /// not transient; one that agrees, or has no Content-Length, passes.
+    @Test func lengthThatDisagreesWithTheRangeIsRefused() {
+        func head(_ length: String?) -> ResponseHead {
+            var head = ResponseHead()
+            head.status = 206
+            head.fields = [("content-range", "bytes 0-99/1000")] + (length.map { [("content-length", $0)] } ?? [])
+            return head
+        }
+        func disagreement(_ length: String?) -> DownloadError? {
+            HTTPFields.lengthDisagreement(head(length), range: ByteRange(0, 100), contentRange: "bytes 0-99/1000", url: "u")
+        }
+        #expect(disagreement("100") == nil)
+        #expect(disagreement(nil) == nil)
+        let short = disagreement("99")
+        #expect(short?.code == .protocolViolation && short?.isTransient == false)
+        #expect(short?.message == "u: Content-Length 99 does not match Content-Range bytes 0-99/1000")
+        #expect(disagreement("x")?.code == .protocolViolation)
+    }
 }
 
 @Suite("URL text helpers")
@@ -213,45 +255,5 @@ struct URLTextTests {
         #expect(safeFileName(" .. .x") == "x")
         #expect(ContentDisposition.fileName("inlinie; filename=\"./\u{0} . nli\"").flatMap(safeFileName) == "nli")
         #expect((safeFileName(String(repeating: "é", count: 300))?.utf8.count ?? 0) <= 255)
-    }
-
-    /// libcurl's "unsupported protocol" is the URL's fault only before a request went out. After,
-    /// it is the reply (libcurl's "Received HTTP/0.9"): worth a new connection when the request
-    /// went out on a reused one, whose earlier response may have left bytes behind.
-    @Test(arguments: [
-        (sent: false, reused: false, code: DownloadError.Code.usage, transient: false),
-        (sent: true, reused: true, code: .protocolViolation, transient: true),
-        (sent: true, reused: false, code: .protocolViolation, transient: false),
-    ])
-    func unsupportedProtocolIsTheURLOnlyBeforeTheRequestWentOut(sent: Bool, reused: Bool, code: DownloadError.Code,
-                                                               transient: Bool) {
-        var result = TransferResult()
-        result.curlCode = CurlErrors.unsupportedProtocol
-        result.curlMessage = "Received HTTP/0.9 when not allowed"
-        result.requestSent = sent
-        result.reusedConnection = reused
-        let error = CurlErrors.error(for: result, url: "http://127.0.0.1:1/f")
-        #expect(error.code == code)
-        #expect(error.isTransient == transient)
-        #expect(error.message.contains("HTTP/0.9") && error.message.contains("127.0.0.1"))
-        if sent { #expect(error.message.contains("malformed response")) }
-    }
-
-    /// A `206` whose Content-Length counts other bytes than its Content-Range names is refused,
-    /// not transient; one that agrees, or has no Content-Length, passes.
-    @Test func lengthThatDisagreesWithTheRangeIsRefused() {
-        func head(_ length: String?) -> ResponseHead {
-            var head = ResponseHead()
-            head.status = 206
-            head.fields = [("content-range", "bytes 0-99/1000")] + (length.map { [("content-length", $0)] } ?? [])
-            return head
-        }
-        let range = ByteRange(0, 100)
-        #expect(HTTPFields.lengthDisagreement(head("100"), range: range, contentRange: "bytes 0-99/1000", url: "u") == nil)
-        #expect(HTTPFields.lengthDisagreement(head(nil), range: range, contentRange: "bytes 0-99/1000", url: "u") == nil)
-        let short = HTTPFields.lengthDisagreement(head("99"), range: range, contentRange: "bytes 0-99/1000", url: "u")
-        #expect(short?.code == .protocolViolation && short?.isTransient == false)
-        #expect(short?.message == "u: Content-Length 99 does not match Content-Range bytes 0-99/1000")
-        #expect(HTTPFields.lengthDisagreement(head("x"), range: range, contentRange: "bytes 0-99/1000", url: "u")?.code == .protocolViolation)
     }
 }
