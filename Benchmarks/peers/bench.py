@@ -2,8 +2,8 @@
 """Side-by-side download benchmark: splitfetch against aria2, axel, lftp pget, wget2, curl, wget.
 
 Every tool downloads the same URL with the same connection count; runs are interleaved
-(A, B, C, ... then again) so machine drift hits every tool alike; each figure is the median of
-the runs with min-max; every output is checked by SHA-256 and a wrong file counts as a failed
+(A, B, C, ... then again, in a new order each round) so machine drift hits every tool alike;
+each figure is the median of the runs with min-max; every output is checked by SHA-256 and a wrong file counts as a failed
 run. Results go to RESULTS/table.md, RESULTS/results.csv and RESULTS/throughput.svg.
 
 Servers run only on 127.0.0.1: nginx with its own config and pid file, and the project's
@@ -159,6 +159,14 @@ class TestServer:
             self.proc.kill()
 
 
+def then_syncfs(argv, directory):
+    """argv, then `sync -f DIRECTORY` (syncfs of its file system) if it succeeded, as one timed
+    command: a peer that syncs nothing made as durable as splitfetch's default. The bench has
+    already written out every other dirty page (`settle_disk`), so only the tool's output is left
+    to write."""
+    return ["sh", "-c", '"$@" && exec sync -f "$0"', directory] + argv
+
+
 # Each tool: argv for (url, output path, connections, size).
 def tool_commands(splitfetch):
     def sf(url, out, n, size):
@@ -190,9 +198,12 @@ def tool_commands(splitfetch):
     def wget(url, out, n, size):
         return ["wget", "-q", "-O", out, url]
 
+    def wget2_syncfs(url, out, n, size):
+        return then_syncfs(wget2(url, out, n, size), os.path.dirname(out))
+
     return {"splitfetch": (sf, True), "splitfetch-no-checkpoints": (sf_no_checkpoints, True),
             "splitfetch-no-sync": (sf_no_sync, True), "aria2": (aria2, True), "axel": (axel, True), "lftp": (lftp, True),
-            "wget2": (wget2, True), "curl": (curl, False), "wget": (wget, False)}
+            "wget2": (wget2, True), "wget2-syncfs": (wget2_syncfs, True), "curl": (curl, False), "wget": (wget, False)}
 
 
 def timed_run(argv, timeout):
@@ -219,6 +230,19 @@ def timed_run(argv, timeout):
     reader.join(timeout=10)
     text = (err[0] if err else b"").decode(errors="replace")[-300:]
     return (None if expired.is_set() else rc), text, wall
+
+
+def round_order(tools, round_index):
+    """The order of the tools in one round: interleaved (A, B, C, then again) so machine drift
+    hits every tool alike, and shuffled each round (seeded by the round, so a rerun repeats it),
+    so no tool always runs in the same place or after the same tool. On this machine that
+    mattered: with a fixed order, the splitfetch run after wget2 or curl took 0.43 s where the
+    same binary one place later took 0.30, and its copies into the page cache took ten times the
+    samples (most likely this virtual machine's free memory, which it hands back to the host,
+    being faulted in again). Rotating the order is not enough: it keeps each tool's neighbours."""
+    order = list(tools)
+    random.Random(round_index).shuffle(order)
+    return order
 
 
 def settle_disk():
@@ -257,6 +281,9 @@ def many_commands(splitfetch):
         "aria2": lambda lst, d, j, urls: ["aria2c", "-q", "-j", str(j), "-x", "1", "-i", lst, "-d", d,
                                           "--allow-overwrite=true", "--auto-file-renaming=false"],
         "wget2": lambda lst, d, j, urls: ["wget2", "-q", "--no-robots", f"--max-threads={j}", "-nd", "-P", d, "-i", lst],
+        # wget2's files made durable as splitfetch's are (run only when named).
+        "wget2-syncfs": lambda lst, d, j, urls: then_syncfs(
+            ["wget2", "-q", "--no-robots", f"--max-threads={j}", "-nd", "-P", d, "-i", lst], d),
         "curl": lambda lst, d, j, urls: ["curl", "-s", "--parallel", "--parallel-max", str(j), "--output-dir", d,
                                          "--remote-name-all"] + urls,
         "wget": lambda lst, d, j, urls: ["wget", "-q", "-nd", "-P", d, "-i", lst],
@@ -331,8 +358,10 @@ def main():
         if "splitfetch-baseline" not in args.tools.split(","):
             args.tools = args.tools.replace("splitfetch", "splitfetch,splitfetch-baseline", 1)
     tools = [t for t in args.tools.split(",") if t in tools_all and t != "splitfetch-no-checkpoints"]
-    # splitfetch-no-sync is only run when asked for by name.
-    missing = [t for t in tools if not t.startswith("splitfetch") and shutil.which(tools_all[t][0]("u", "/x/o", 1, 1)[0]) is None]
+    # splitfetch-no-sync and wget2-syncfs are only run when asked for by name.
+    def program(t):  # what must be installed: for "wget2-syncfs", wget2
+        return tools_all[t.removesuffix("-syncfs")][0]("u", "/x/o", 1, 1)[0]
+    missing = [t for t in tools if not t.startswith("splitfetch") and shutil.which(program(t)) is None]
     if missing:
         print(f"bench: not installed, skipped: {', '.join(missing)}", file=sys.stderr)
         tools = [t for t in tools if t not in missing]
@@ -373,7 +402,7 @@ def main():
             for n in ns:
                 results = {t: [] for t in selected}
                 for r in range(args.runs):
-                    for t in selected:  # interleaved
+                    for t in round_order(selected, r):
                         fn, multi = tools_all[t]
                         conn = n if multi else 1
                         out = os.path.join(out_dir, f"{t}.bin")
@@ -419,7 +448,7 @@ def main():
             j = 8
             results = {t: [] for t in selected}
             for r in range(args.runs):
-                for t in selected:
+                for t in round_order(selected, r):
                     before = requests_of()
                     res = run_many(commands[t](listfile, os.path.join(out_dir, "many"), j, urls), os.path.join(out_dir, "many"), expected, 900)
                     if res["ok"]:
