@@ -29,6 +29,46 @@ import Glibc
         #expect(error.message.contains("/d/f"))
     }
 
+    @Test(arguments: [
+        (0..<0, 32, [Range<Int>]()),
+        (10..<20, 32, [10..<20]),
+        (0..<64, 32, [0..<32, 32..<64]),
+        (0..<100, 32, [0..<32, 32..<64, 64..<96, 96..<100]),
+        (5..<69, 32, [5..<37, 37..<69]),
+    ])
+    func writesAreCutIntoPiecesOfAtMostTheLargestWrite(range: Range<Int>, largest: Int, expected: [Range<Int>]) {
+        #expect(Array(OutputFile.pieces(of: range, largest: largest)) == expected)
+    }
+
+    /// Where two byte arrays first differ (a short failure message for large arrays).
+    private func firstDifference(_ a: [UInt8], _ b: [UInt8]) -> Int? {
+        a.count == b.count ? a.indices.first { a[$0] != b[$0] } : min(a.count, b.count)
+    }
+
+    /// A write of several pieces lands whole at its offset, in a plain file and across a ring's
+    /// end, where the second part's pieces start at the ring's start.
+    @Test func aWriteOfManyPiecesReadsBackWhole() async throws {
+        let size = 3 * OutputFile.largestWrite + 7
+        let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8) }
+        try await withTemporaryDirectory { dir throws in
+            let file = try OutputFile.create(path: dir + "/f", replace: false)
+            defer { file.close() }
+            try bytes.withUnsafeBytes { try file.write($0, at: 5) }
+            var back = [UInt8](repeating: 0, count: size)
+            try back.withUnsafeMutableBytes { try file.read(into: $0, at: 5) }
+            #expect(firstDifference(back, bytes) == nil)
+            #expect(try file.currentSize() == Int64(size + 5))
+        }
+        // 40 000 bytes before the ring's end and the rest after its start: two pieces each.
+        let capacity = Int64(size + 50_000)
+        let ring = try OutputFile.createRing(capacity: capacity, inDirectory: FileSystem.temporaryDirectory)
+        defer { ring.close() }
+        try bytes.withUnsafeBytes { try ring.write($0, at: capacity - 40_000) }
+        var wrapped = [UInt8](repeating: 0, count: size)
+        try wrapped.withUnsafeMutableBytes { try ring.read(into: $0, at: capacity - 40_000) }
+        #expect(firstDifference(wrapped, bytes) == nil)
+    }
+
     @Test func missingFilesAreNilOrFalseNotErrors() async throws {
         try await withTemporaryDirectory { dir throws in
             #expect(try FileSystem.readAll(dir + "/none", limit: 10) == nil)
