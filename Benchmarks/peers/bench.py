@@ -3,8 +3,8 @@
 
 Every tool downloads the same URL with the same connection count; runs are interleaved
 (A, B, C, ... then again, in a new order each round) so machine drift hits every tool alike;
-each figure is the median of the runs with min-max; every output is checked by SHA-256 and a wrong file counts as a failed
-run. Results go to RESULTS/table.md, RESULTS/results.csv and RESULTS/throughput.svg.
+each figure is the median of the runs with min-max; every output is checked by SHA-256 and a
+wrong file counts as a failed run. Results go to RESULTS/table.md, RESULTS/results.csv and RESULTS/throughput.svg.
 
 Servers run only on 127.0.0.1: nginx with its own config and pid file, and the project's
 sf-testserver (a token bucket per TCP connection, no burst).
@@ -274,16 +274,18 @@ def run_once(argv, out, expected_sha, timeout):
 
 def many_commands(splitfetch):
     """Each tool: argv to fetch every URL in LIST into DIR with J parallel transfers."""
+    def wget2(lst, d, j, urls):
+        return ["wget2", "-q", "--no-robots", f"--max-threads={j}", "-nd", "-P", d, "-i", lst]
+
     return {
         "splitfetch": lambda lst, d, j, urls: [splitfetch, "-q", "-n", "1", "-j", str(j), "-i", lst, "-d", d],
         # What durability costs: the same without fdatasync before the rename (run only when named).
         "splitfetch-no-sync": lambda lst, d, j, urls: [splitfetch, "-q", "--no-sync", "-n", "1", "-j", str(j), "-i", lst, "-d", d],
         "aria2": lambda lst, d, j, urls: ["aria2c", "-q", "-j", str(j), "-x", "1", "-i", lst, "-d", d,
                                           "--allow-overwrite=true", "--auto-file-renaming=false"],
-        "wget2": lambda lst, d, j, urls: ["wget2", "-q", "--no-robots", f"--max-threads={j}", "-nd", "-P", d, "-i", lst],
+        "wget2": wget2,
         # wget2's files made durable as splitfetch's are (run only when named).
-        "wget2-syncfs": lambda lst, d, j, urls: then_syncfs(
-            ["wget2", "-q", "--no-robots", f"--max-threads={j}", "-nd", "-P", d, "-i", lst], d),
+        "wget2-syncfs": lambda lst, d, j, urls: then_syncfs(wget2(lst, d, j, urls), d),
         "curl": lambda lst, d, j, urls: ["curl", "-s", "--parallel", "--parallel-max", str(j), "--output-dir", d,
                                          "--remote-name-all"] + urls,
         "wget": lambda lst, d, j, urls: ["wget", "-q", "-nd", "-P", d, "-i", lst],
