@@ -61,6 +61,74 @@ struct OpenBodyTests {
         #expect(reused.isEmpty && reused.capacity >= 4 && pool.idle == 1)
     }
 
+    /// A sink that, while it takes its first piece, lets the transport deliver more to the
+    /// open body (as the transport thread does while the held bytes are handed over), and
+    /// records what the open body answered.
+    final class Interleaver: TransferSink, Sendable {
+        let recorder = Recorder()
+        let during: [[UInt8]]
+        private let state = NIOLockedValueBox((open: OpenBodySink?.none, calls: 0, answers: [SinkVerdict](),
+                                               resumedAtOnce: [Bool]()))
+        /// Resumes asked for after a `.pause` (as the transport asks) that have come.
+        let resumes = NIOLockedValueBox(0)
+        init(during: [[UInt8]]) { self.during = during }
+        func watch(_ open: OpenBodySink) { state.withLockedValue { $0.open = open } }
+        func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict {
+            let (open, first) = state.withLockedValue { state -> (OpenBodySink?, Bool) in
+                state.calls += 1
+                return (state.open, state.calls == 1)
+            }
+            let verdict = recorder.receive(body, head: head)
+            if first, let open {
+                var h = ResponseHead()
+                h.status = 206
+                h.isComplete = true
+                for piece in during {
+                    let answer = piece.withUnsafeBytes { open.receive($0, head: h) }
+                    state.withLockedValue { $0.answers.append(answer) }
+                    if answer == .pause {
+                        open.resumeWhenReady { [resumes] in resumes.withLockedValue { $0 += 1 } }
+                        let atOnce = resumes.withLockedValue { $0 } > 0
+                        state.withLockedValue { $0.resumedAtOnce.append(atOnce) }
+                    }
+                }
+            }
+            return verdict
+        }
+        var answers: [SinkVerdict] { state.withLockedValue { $0.answers } }
+        var resumedAtOnce: [Bool] { state.withLockedValue { $0.resumedAtOnce } }
+    }
+
+    /// Bytes that arrive while the held ones are handed over are held too and handed over next,
+    /// in order: the transport is not paused (each pause costs it a wake-up to resume).
+    @Test func bytesArrivingDuringTheHandOverAreHeldNotPaused() async {
+        let sink = OpenBodySink(limit: 100)
+        #expect(feed(sink, [1, 2, 3]) == .proceed)
+        let inner = Interleaver(during: [[4, 5], [6]])
+        inner.watch(sink)
+        sink.attach(inner)
+        #expect(inner.answers == [.proceed, .proceed])
+        #expect(feed(sink, [7]) == .proceed)
+        #expect(inner.recorder.received == [1, 2, 3, 4, 5, 6, 7])
+        #expect(await sink.settled() === inner)
+    }
+
+    /// Past the limit, a piece that arrives during the hand-over pauses the transfer, which is
+    /// resumed once the hand-over is done; the piece then comes again and goes to the sink.
+    @Test func pastTheLimitDuringTheHandOverTheTransferPausesAndResumes() async {
+        let sink = OpenBodySink(limit: 4)
+        #expect(feed(sink, [1, 2, 3]) == .proceed)
+        let inner = Interleaver(during: [[4], [5]])
+        inner.watch(sink)
+        // 3 bytes being handed over, 1 held: the next byte would make 5 of 4.
+        sink.attach(inner)
+        #expect(inner.answers == [.proceed, .pause])
+        #expect(inner.resumedAtOnce == [false])  // not while the hand-over went on
+        #expect(inner.resumes.withLockedValue { $0 } == 1)  // but when it ended
+        #expect(feed(sink, [5]) == .proceed)
+        #expect(inner.recorder.received == [1, 2, 3, 4, 5])
+    }
+
     @Test func bytesHeldInSeveralChunksReachTheSinkInOrder() async {
         let sink = OpenBodySink(limit: 100, pool: ChunkPool(chunkSize: 2, retained: 8))
         #expect(feed(sink, [1, 2, 3]) == .proceed)

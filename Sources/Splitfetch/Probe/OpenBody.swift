@@ -11,8 +11,9 @@ import SegmentPlanning
 /// Thread safety: `receive` runs on the transport thread; `attach`, `discard` and `settled` from
 /// tasks. One lock orders them, so the attached sink never sees two calls at once. No call waits
 /// while holding it: `attach` hands the held bytes over outside it (the sink may make it wait for
-/// a reader in order), while `receive` answers `.pause`, and tasks on Swift's cooperative pool
-/// (`ended`, `head`) that take the lock are never held up behind a reader.
+/// a reader in order), while `receive` goes on holding what arrives meanwhile (or, past the
+/// limit, answers `.pause`), and tasks on Swift's cooperative pool (`ended`, `head`) that take
+/// the lock are never held up behind a reader.
 final class OpenBodySink: TransferSink, Sendable {
     private struct State {
         var buffer: HeldBytes
@@ -25,8 +26,11 @@ final class OpenBodySink: TransferSink, Sendable {
         var settleWaiters: [CheckedContinuation<(any TransferSink)?, Never>] = []
         var ended = false
         var timedOut = false
-        /// `attach` is handing the held bytes over: new bytes wait (the transport pauses).
+        /// `attach` is handing the held bytes over: new bytes are held for it, or past the limit
+        /// wait (the transport pauses).
         var flushing = false
+        /// Bytes `attach` took and has not handed over yet.
+        var inFlush = 0
         /// What the transport asked to be told when the hand-over is done.
         var flushResumes: [@Sendable () -> Void] = []
     }
@@ -46,7 +50,12 @@ final class OpenBodySink: TransferSink, Sendable {
         // outside the lock, in order.
         let decided: (verdict: SinkVerdict?, inner: (any TransferSink)?) = state.withLockedValue { state in
             if let verdict = state.flushVerdict { return (verdict, nil) }
-            if state.flushing { return (.pause, nil) }
+            if state.flushing {
+                // Held for the hand-over, which takes them next: no pause, no wake-up to resume.
+                guard state.inFlush + state.buffer.count + body.count <= limit else { return (.pause, nil) }
+                state.buffer.append(body)
+                return (.proceed, nil)
+            }
             if let inner = state.inner { return (nil, inner) }
             return (Self.hold(body, head: head, in: &state, limit: limit), nil)
         }
@@ -110,35 +119,51 @@ final class OpenBodySink: TransferSink, Sendable {
         }
     }
 
-    /// Makes `inner` the body's sink: the bytes held so far first, then the rest as it comes.
+    /// Makes `inner` the body's sink: the bytes held so far first (and those that arrive while
+    /// they are handed over), then the rest as it comes.
     func attach(_ inner: any TransferSink) {
         let taken: (buffer: HeldBytes, head: ResponseHead?)? = state.withLockedValue { state in
             guard state.inner == nil, !state.discarded, !state.flushing else { return nil }
             state.flushing = true
-            defer { state.buffer = HeldBytes(pool: pool) }
-            return (state.buffer, state.head)
+            return Self.takeHeld(&state, pool: pool)
         }
-        guard let (held, head) = taken else { return }
-        var buffer = held
+        guard var (buffer, head) = taken else { return }
         var verdict = SinkVerdict.proceed
-        if !buffer.isEmpty, let head {
-            buffer.forEachChunk { bytes in
-                verdict = Self.deliver(bytes, head: head, to: inner)
-                if case .proceed = verdict { return true }
-                return false
+        while true {
+            if !buffer.isEmpty, let head {
+                buffer.forEachChunk { bytes in
+                    verdict = Self.deliver(bytes, head: head, to: inner)
+                    if case .proceed = verdict { return true }
+                    return false
+                }
             }
+            buffer.release()
+            let resumes: [@Sendable () -> Void]? = state.withLockedValue { state in
+                state.inFlush = 0
+                if case .proceed = verdict, !state.buffer.isEmpty {
+                    (buffer, head) = Self.takeHeld(&state, pool: pool)
+                    return nil  // more arrived meanwhile: hand it over too
+                }
+                state.buffer.release()
+                state.inner = inner
+                state.flushing = false
+                if case .proceed = verdict {} else { state.flushVerdict = verdict }
+                for waiter in state.settleWaiters { waiter.resume(returning: inner) }
+                state.settleWaiters = []
+                defer { state.flushResumes = [] }
+                return state.flushResumes
+            }
+            guard let resumes else { continue }
+            for resume in resumes { resume() }
+            return
         }
-        buffer.release()
-        let resumes = state.withLockedValue { state in
-            state.inner = inner
-            state.flushing = false
-            if case .proceed = verdict {} else { state.flushVerdict = verdict }
-            for waiter in state.settleWaiters { waiter.resume(returning: inner) }
-            state.settleWaiters = []
-            defer { state.flushResumes = [] }
-            return state.flushResumes
-        }
-        for resume in resumes { resume() }
+    }
+
+    /// Takes the held bytes for a hand-over, leaving an empty buffer.
+    private static func takeHeld(_ state: inout State, pool: ChunkPool) -> (HeldBytes, ResponseHead?) {
+        defer { state.buffer = HeldBytes(pool: pool) }
+        state.inFlush = state.buffer.count
+        return (state.buffer, state.head)
     }
 
     /// Hands held bytes to `inner`; when it pauses (a reader in order is behind), waits here
