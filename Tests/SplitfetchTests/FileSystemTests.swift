@@ -224,6 +224,25 @@ import Glibc
         }
     }
 
+    /// From an I/O thread with no sync of the directory running, the sync runs right there:
+    /// done before `syncHere` returns, with no other thread started for it (with one thread, a
+    /// sync handed to the executor could not run before this job ends).
+    @Test func aDirectorySyncAskedOnAnIOThreadRunsThere() async throws {
+        try await withTemporaryDirectory { dir in
+            let executor = IOExecutor(maximumThreads: 1, name: "sf-test-io")
+            let sync = DirectorySync(executor: executor)
+            let queue = IOQueue(executor: executor)
+            let doneBeforeReturn = await queue.run {
+                let done = NIOLockedValueBox(false)
+                sync.syncHere(dir) { done.withLockedValue { $0 = true } }
+                return done.withLockedValue { $0 }
+            }
+            #expect(doneBeforeReturn)
+            #expect(sync.syncs == 1 && sync.waiting(in: dir) == 0)
+            #expect(executor.threads == 1)
+        }
+    }
+
     /// A queue whose job blocks does not hold up another queue: queue A's job gives queue B a job
     /// and waits for it to run, which can only happen on another executor thread. (With one
     /// thread it would give up after 5 s and the test fail.)

@@ -36,26 +36,30 @@ extension DownloadDriver {
                                  sources: sourceStatistics())
     }
 
-    /// Syncs the finished file and gives it its final name; the directory's sync makes the name last.
+    /// Syncs the finished file and gives it its final name; the directory's sync makes the name
+    /// last. One job on the I/O queue does all three, and returns when the directory's sync has.
     private func putInPlace(_ file: OutputFile, segmented: Bool, unknownSize: Bool, length: Int64) async throws {
         let partial = self.partial
-        do {
-            try await io.run { () throws(DownloadError) in
-                if unknownSize {
-                    do throws(DownloadError) { try file.truncate(to: length) } catch {
-                        file.close()
-                        throw error
+        let done: Result<Void, DownloadError> = await withCheckedContinuation { continuation in
+            io.submit {
+                do throws(DownloadError) {
+                    if unknownSize {
+                        do throws(DownloadError) { try file.truncate(to: length) } catch {
+                            file.close()
+                            throw error
+                        }
                     }
+                    try partial.putInPlace(file, removingManifest: segmented)
+                } catch {
+                    if !segmented { partial.removeOwnData(of: file) }
+                    return continuation.resume(returning: .failure(error))
                 }
-                try partial.putInPlace(file, removingManifest: segmented)
+                // The rename lasts once the directory is synced: by a sync that starts now,
+                // perhaps shared with other downloads' renames, and run on this thread if none is.
+                DirectorySync.shared.syncHere(partial.store.directory) { continuation.resume(returning: .success(())) }
             }
-        } catch {
-            if !segmented { await io.run { partial.removeOwnData(of: file) } }
-            throw error
         }
-        // The rename lasts once the directory is synced: by a sync that starts now, perhaps shared
-        // with other downloads' renames.
-        await DirectorySync.shared.sync(partial.store.directory)
+        try done.get()
     }
 
     // MARK: - Errors and manifests

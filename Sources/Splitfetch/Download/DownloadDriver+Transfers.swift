@@ -56,11 +56,15 @@ extension DownloadDriver {
 
     /// Makes the probe's open body the transfer `start`: its held bytes and the rest go through a
     /// sink like any started transfer's.
-    func adopt(_ start: DownloadMachine.TransferStart) async {
+    ///
+    /// The held bytes are written on the I/O queue, not on Swift's cooperative pool, and the
+    /// driver does not wait for them: the transfer's end is reported only once they are in
+    /// (``watch(_:as:)`` waits for the attach), and the queue's later work (checkpoints, the final
+    /// sync) runs after them.
+    func adopt(_ start: DownloadMachine.TransferStart) {
         guard let open else { return }
         let inner = makeSink(for: start, sentIfRange: false)
-        // The held bytes are written on the I/O queue, not on Swift's cooperative pool.
-        await io.run { open.sink.attach(inner) }
+        io.submit { open.sink.attach(inner) }
     }
 
     /// Reports the end of the probe's open body as transfer `id`, once it is adopted (or

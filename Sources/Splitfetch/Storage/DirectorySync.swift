@@ -11,12 +11,13 @@ import NIOConcurrencyHelpers
 /// Errors are not reported, as before: a file system that cannot sync a directory (`EINVAL`)
 /// keeps the rename anyway, and the data itself was synced before it.
 ///
-/// Thread safety: `sync` may be called from any task; the syncs run on the ``IOExecutor``.
+/// Thread safety: `sync` may be called from any task, `syncHere` from any thread that may block;
+/// the syncs run on the ``IOExecutor``, or on the thread of a `syncHere` that found none running.
 final class DirectorySync: Sendable {
     static let shared = DirectorySync(executor: .shared)
 
     private struct Directory {
-        var waiting: [CheckedContinuation<Void, Never>] = []
+        var waiting: [@Sendable () -> Void] = []
     }
 
     private let executor: IOExecutor
@@ -32,22 +33,34 @@ final class DirectorySync: Sendable {
     /// Returns once a sync of `directory` that started after this call has ended.
     func sync(_ directory: String) async {
         await withCheckedContinuation { continuation in
-            let startRound = directories.withLockedValue { directories in
-                if directories[directory] != nil {
-                    directories[directory]!.waiting.append(continuation)
-                    return false
-                }
-                directories[directory] = Directory(waiting: [continuation])
-                return true
+            if wait(for: directory, then: { continuation.resume() }) { executor.enqueue { [self] in runRounds(directory) } }
+        }
+    }
+
+    /// Calls `done` once a sync of `directory` that started after this call has ended. When no
+    /// sync of it is running, the syncs run here, on the caller's thread (an I/O thread that has
+    /// just renamed a file), which saves handing them to another; this returns once nobody waits
+    /// any more. Blocking.
+    func syncHere(_ directory: String, then done: @escaping @Sendable () -> Void) {
+        if wait(for: directory, then: done) { runRounds(directory) }
+    }
+
+    /// Adds a waiter; returns whether a round of syncs is to be started for it.
+    private func wait(for directory: String, then done: @escaping @Sendable () -> Void) -> Bool {
+        directories.withLockedValue { directories in
+            if directories[directory] != nil {
+                directories[directory]!.waiting.append(done)
+                return false
             }
-            if startRound { executor.enqueue { [self] in runRounds(directory) } }
+            directories[directory] = Directory(waiting: [done])
+            return true
         }
     }
 
     /// Syncs `directory` for whoever waits, again while more arrived meanwhile.
     private func runRounds(_ directory: String) {
         while true {
-            let batch = directories.withLockedValue { directories -> [CheckedContinuation<Void, Never>] in
+            let batch = directories.withLockedValue { directories -> [@Sendable () -> Void] in
                 let batch = directories[directory]?.waiting ?? []
                 if batch.isEmpty { directories[directory] = nil } else { directories[directory]!.waiting = [] }
                 return batch
@@ -55,7 +68,7 @@ final class DirectorySync: Sendable {
             if batch.isEmpty { return }
             try? FileSystem.syncDirectory(directory)
             count.withLockedValue { $0 += 1 }
-            for waiter in batch { waiter.resume() }
+            for done in batch { done() }
         }
     }
 
