@@ -57,14 +57,14 @@ extension DownloadDriver {
     /// Makes the probe's open body the transfer `start`: its held bytes and the rest go through a
     /// sink like any started transfer's.
     ///
-    /// The held bytes are written on the I/O queue, not on Swift's cooperative pool, and the
-    /// driver does not wait for them: the transfer's end is reported only once they are in
-    /// (``watch(_:as:)`` waits for the attach), and the queue's later work (checkpoints, the final
-    /// sync) runs after them.
-    func adopt(_ start: DownloadMachine.TransferStart) {
+    /// The driver waits for the held bytes to be written (on the I/O queue, not on Swift's
+    /// cooperative pool) before it goes on: until then the machine would see the transfer's
+    /// segment without progress, and an idle connection could take it over whole from byte 0,
+    /// fetching those bytes a second time (seen under ThreadSanitizer when the wait was dropped).
+    func adopt(_ start: DownloadMachine.TransferStart) async {
         guard let open else { return }
         let inner = makeSink(for: start, sentIfRange: false)
-        io.submit { open.sink.attach(inner) }
+        await io.run { open.sink.attach(inner) }
     }
 
     /// Reports the end of the probe's open body as transfer `id`, once it is adopted (or

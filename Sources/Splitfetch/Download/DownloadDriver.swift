@@ -176,7 +176,7 @@ final class DownloadDriver {
         case .start(let start):
             begin(start)
         case .adopt(let start):
-            adopt(start)
+            await adopt(start)
         case .discardOpenBody:
             open?.discard()
         case .abort(let id, let reason):
