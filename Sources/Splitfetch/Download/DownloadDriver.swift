@@ -103,6 +103,10 @@ final class DownloadDriver {
             // Never expected: the machine ends only after every transfer did. Should an error
             // escape early, no transfer may outlive the file it writes to.
             for task in transfers.values { task.cancel() }
+            // Nor the probe's response, should the error come before it was watched (the reader
+            // failing to start): it would hold its bytes, then sit paused on its connection.
+            // Once attached or discarded, this does nothing.
+            open?.discard()
         }
         let queue = self.queue
         digestPlan = try DigestPlan(given: options.expectedDigests, server: options.useServerDigests ? resource.digests : [],
