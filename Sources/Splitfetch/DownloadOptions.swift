@@ -50,7 +50,8 @@ public struct DownloadOptions: Sendable {
     /// How often progress events are emitted, in seconds. Default 0.25.
     public var progressInterval: Duration = .milliseconds(250)
     /// Flush the data to disk (`fdatasync`) before renaming it to its final name, so a power cut
-    /// never leaves a final-named file with missing data. Default `true`.
+    /// never leaves a final-named file with missing data; the directory is then synced so the
+    /// name lasts too. `false` makes neither sync. Default `true`.
     public var syncBeforeRename: Bool = true
     /// Seconds between durable checkpoints (`fdatasync` of the data, then the manifest saved with
     /// `fsync`). `0` disables periodic checkpoints; one is still saved whenever the download stops.

@@ -47,7 +47,7 @@ struct OutputOptions: ParsableArguments {
     @Flag(name: [.customShort("f"), .long], help: "Replace an existing output file.")
     var force = false
 
-    @Flag(name: .customLong("no-sync"), help: "Skip the fdatasync before the final rename (faster, not power-cut safe).")
+    @Flag(name: .customLong("no-sync"), help: "No syncs: no fdatasync before the final rename, no directory fsync after it (faster, not power-cut safe).")
     var noSync = false
 
     @Flag(help: "Discard a partial file and manifest from an earlier run and start over.")

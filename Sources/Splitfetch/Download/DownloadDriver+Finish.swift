@@ -38,8 +38,10 @@ extension DownloadDriver {
 
     /// Syncs the finished file and gives it its final name; the directory's sync makes the name
     /// last. One job on the I/O queue does all three, and returns when the directory's sync has.
+    /// Without the data's sync (`syncBeforeRename` off) the directory is not synced either: a
+    /// name made to last over data that may not would promise what nothing keeps.
     private func putInPlace(_ file: OutputFile, segmented: Bool, unknownSize: Bool, length: Int64) async throws {
-        let partial = self.partial
+        let (partial, durable) = (self.partial, options.syncBeforeRename)
         let done: Result<Void, DownloadError> = await withCheckedContinuation { continuation in
             io.submit {
                 do throws(DownloadError) {
@@ -54,6 +56,7 @@ extension DownloadDriver {
                     if !segmented { partial.removeOwnData(of: file) }
                     return continuation.resume(returning: .failure(error))
                 }
+                guard durable else { return continuation.resume(returning: .success(())) }
                 // The rename lasts once the directory is synced: by a sync that starts now,
                 // perhaps shared with other downloads' renames, and run on this thread if none is.
                 DirectorySync.shared.syncHere(partial.store.directory) { continuation.resume(returning: .success(())) }
