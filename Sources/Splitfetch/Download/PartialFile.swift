@@ -196,7 +196,8 @@ struct PartialFile: Sendable {
     /// The end of every successful download (blocking: it waits for the disk): the data reaches
     /// the disk (unless `syncBeforeRename` is off), the file is closed and renamed into place and
     /// the manifest removed. The caller then syncs the directory so the rename lasts
-    /// (``DirectorySync``, shared with the renames of other downloads).
+    /// (``DirectorySync``, shared with the renames of other downloads), also unless
+    /// `syncBeforeRename` is off.
     /// A file that never got a name (it had no manifest) gets the final name directly.
     func putInPlace(_ file: OutputFile, removingManifest: Bool) throws(DownloadError) {
         defer { file.close() }  // on every path; renaming an open file is fine
