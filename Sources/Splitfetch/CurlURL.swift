@@ -45,6 +45,17 @@ package struct CurlURL: Sendable, Equatable {
         return part(handle, CURLUPART_SCHEME)?.lowercased()
     }
 
+    /// A `Location` value resolved against the URL of the request it answered, as libcurl
+    /// resolves one when it follows a redirect itself (relative references, spaces and non-ASCII
+    /// bytes percent-encoded); `nil` when libcurl refuses either.
+    static func resolving(_ location: String, against base: String) -> String? {
+        guard let handle = curl_url() else { return nil }
+        defer { curl_url_cleanup(handle) }
+        guard curl_url_set(handle, CURLUPART_URL, base, 0) == CURLUE_OK,
+              curl_url_set(handle, CURLUPART_URL, location, UInt32(CURLU_URLENCODE | CURLU_ALLOW_SPACE)) == CURLUE_OK else { return nil }
+        return part(handle, CURLUPART_URL)
+    }
+
     /// The credentials in the URL (`user:password@`), if any.
     var credentials: Credentials? {
         guard let user else { return nil }

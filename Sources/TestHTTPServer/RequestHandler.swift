@@ -12,19 +12,39 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let timing: TimingLog?
     private let latency: TimeAmount
     private let proxyAuthentication: Bool
+    /// The close of the connection is counted by this handler: at once when idle, at the next
+    /// paced write during a response (``TestServer/Configuration/closeNoticedAtWrite``).
+    private let closeNoticedAtWrite: Bool
+    private var closeCounted = false
+    /// A response body is being paced out: its next step is scheduled.
+    private var sending = false
     private var head: HTTPRequestHead?
     private var busy = false
     /// Token bucket with no burst: the earliest time the next byte may leave this connection.
     private var nextSend: NIODeadline = .now()
 
     init(counters: TestServer.Counters, defaultRate: Int64, slowed: Bool, timing: TimingLog?, latency: TimeAmount = .zero,
-         proxyAuthentication: Bool = false) {
+         proxyAuthentication: Bool = false, closeNoticedAtWrite: Bool = false) {
+        self.closeNoticedAtWrite = closeNoticedAtWrite
         self.latency = latency
         self.proxyAuthentication = proxyAuthentication
         self.counters = counters
         self.defaultRate = defaultRate
         self.slowed = slowed
         self.timing = timing
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // During a response, the send loop's next step notices (noticeClose()).
+        if !sending { noticeClose() }
+        context.fireChannelInactive()
+    }
+
+    /// Counts the connection's close once, when this handler counts closes.
+    private func noticeClose() {
+        guard closeNoticedAtWrite, !closeCounted else { return }
+        closeCounted = true
+        counters.open.wrappingSubtract(1, ordering: .relaxed)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -45,6 +65,12 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
                 self.respond(context: context, head: h)
             }
         }
+    }
+
+    /// The last byte a `bytes=a-b` range names (`b`), when it names one.
+    static func lastByte(_ header: String) -> Int64? {
+        guard header.hasPrefix("bytes="), let dash = header.firstIndex(of: "-") else { return nil }
+        return Int64(header[header.index(after: dash)...])
     }
 
     private struct Parsed {
@@ -184,6 +210,20 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var status = HTTPResponseStatus.ok
         var range = 0..<size
         var headers = HTTPHeaders()
+        // `shortrange416=1`: a range reaching past the end gets 416 with the size, as httpbin's
+        // does; `emptyrange416=1`: any range of an empty file gets 416 with no Content-Range, as
+        // S3's (and moto's) does.
+        if honourRanges, let rangeHeader, !isHead {
+            if q["emptyrange416"] == "1", size == 0 {
+                simple(context: context, status: .rangeNotSatisfiable, body: "", keepAlive: keepAlive)
+                return
+            }
+            if q["shortrange416"] == "1", let last = Self.lastByte(rangeHeader), last >= size {
+                simple(context: context, status: .rangeNotSatisfiable, body: "", headers: [("Content-Range", "bytes */\(size)")],
+                       keepAlive: keepAlive)
+                return
+            }
+        }
         if honourRanges, let rangeHeader {
             switch parseRange(rangeHeader, size: size) {
             case .whole:
@@ -271,6 +311,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         case "stall": plan.stopAfter = (faultBytes, .stall)
         default: break
         }
+        sending = true
         send(context: context, plan: plan, sent: 0)
     }
 
@@ -304,7 +345,11 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Streams the plan's bytes; with a rate, each piece waits until the token bucket allows it.
     private func send(context: ChannelHandlerContext, plan: SendPlan, sent: Int64) {
-        guard context.channel.isActive else { done(); return }
+        guard context.channel.isActive else {
+            done()
+            noticeClose()
+            return
+        }
         if let until = counters.outageUntil.withLockedValue({ $0 }), NIODeadline.now() < until {
             done()
             context.close(promise: nil)  // the server went down mid-response
@@ -320,6 +365,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         let total = plan.to - plan.from + plan.extraBytes
         if let (limit, stop) = plan.stopAfter, sent >= limit {
             counters.inflight.wrappingAdd(-1, ordering: .relaxed)
+            sending = false  // a close from now on is noticed at once
             switch stop {
             case .close: context.close(promise: nil)
             case .stall: break  // say nothing more; the client must give up
@@ -369,6 +415,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
                 self.send(context: context, plan: plan, sent: sent + Int64(n))
             case .failure:
                 self.done()
+                self.noticeClose()
                 context.close(promise: nil)
             }
         }
@@ -377,6 +424,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func done() {
         if busy { counters.inflight.wrappingAdd(-1, ordering: .relaxed) }
         busy = false
+        sending = false
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -41,18 +41,21 @@ enum ScriptedAnswer {
             }
             return .answer(.serviceUnavailable, body: "starting up\n", headers: extra)
         }
+        // `redirectbody=1`: a redirect carries a small HTML page, as many servers' do.
+        let redirectBody = query["redirectbody"] == "1" ? "<html><body><a href=\"elsewhere\">Found</a></body></html>\n" : ""
         // `signredirect=K`: a signed-URL service. Each request is redirected to a fresh signature
         // (`signed=N`) that serves K requests and then answers 403, as an expired S3 presigned URL.
+        // `rate` and `nohead` carry over to the signed URL.
         if let lifetime = query["signredirect"] {
             let n = count("sign " + path, in: counters)
-            let carried = query["rate"].map { "&rate=\($0)" } ?? ""
-            return .answer(.found, body: "", headers: [("Location", "\(path)?signed=\(n)&expireafter=\(lifetime)\(carried)")])
+            let carried = ["rate", "nohead"].compactMap { key in query[key].map { "&\(key)=\($0)" } }.joined()
+            return .answer(.found, body: redirectBody, headers: [("Location", "\(path)?signed=\(n)&expireafter=\(lifetime)\(carried)")])
         }
         if let lifetime = query["expireafter"].flatMap(Int.init), count("signed " + head.uri, in: counters) > lifetime {
             return .answer(.forbidden, body: "Request has expired\n", headers: [])
         }
         if let target = query["redirect"] {
-            return .answer(.found, body: "", headers: [("Location", percentDecode(target))])
+            return .answer(.found, body: redirectBody, headers: [("Location", percentDecode(target))])
         }
         if path.hasPrefix("/loop/") {
             return .answer(.found, body: "", headers: [("Location", head.uri)])

@@ -30,12 +30,16 @@ import Synchronization
 /// | `headhang=1` | `HEAD` is never answered |
 /// | `headlength=N` | `HEAD` says `Content-Length: N` |
 /// | `cl=V`, `cl2=V` | `Content-Length: V` verbatim (a second one with `cl2`), connection closed after |
+/// | `shortrange416=1` | a range reaching past the end gets `416` with `Content-Range: bytes */N` (httpbin) |
+/// | `emptyrange416=1` | a range of an empty file gets `416` without `Content-Range` (S3, moto) |
+/// | `redirectbody=1` | redirects (`redirect=`, `signredirect=`) carry a small HTML body |
 ///
 /// A path prefix `/hops/N/` redirects N times (to `/hops/N-1/…`) before serving the rest of the
 /// path; `/loop/X` redirects to itself forever.
 ///
 /// `GET /__stats` answers `{"connections":…,"peakConnections":…,"requests":…,"bodyBytes":…}`
-/// (`peakConnections`: the most open at once).
+/// (`peakConnections`: the most open at once; with ``Configuration/closeNoticedAtWrite``, a
+/// connection closed mid-response stays open until the next paced write finds it closed).
 ///
 /// Thread safety: all methods may be called from any thread; counters are atomic.
 public final class TestServer: Sendable {
@@ -61,6 +65,11 @@ public final class TestServer: Sendable {
         /// Act as a proxy that wants credentials: a request in absolute form (`GET http://…`) or a
         /// `CONNECT` without `Proxy-Authorization` gets 407.
         public var proxyAuthentication = false
+        /// Count a connection as a threaded server with paced writes does: a client's close
+        /// during a response is noticed only at the response's next paced write (a close of an
+        /// idle connection at once). Per-IP limits count so (vsftpd's `max_per_ip`), and
+        /// ``Statistics/peakConnections`` then shows what they would see.
+        public var closeNoticedAtWrite = false
 
         public init(rateLimit: Int64 = 0, slowEvery: Int = 0, slowFactor: Int64 = 16, host: String = "127.0.0.1", port: Int = 0,
                     timingLogPath: String? = nil, latencyMilliseconds: Int64 = 0) {
@@ -150,7 +159,11 @@ public final class TestServer: Sendable {
                     if exchanged { break }
                     peak = original
                 }
-                channel.closeFuture.whenComplete { _ in counters.open.wrappingSubtract(1, ordering: .relaxed) }
+                // Noticed late, the request handler counts the close (a close before it is added
+                // is never counted: more connections, never fewer).
+                if !config.closeNoticedAtWrite {
+                    channel.closeFuture.whenComplete { _ in counters.open.wrappingSubtract(1, ordering: .relaxed) }
+                }
                 // With a latency, the connection is not read until a round trip has passed.
                 let accepted = config.latencyMilliseconds > 0
                     ? channel.eventLoop.scheduleTask(in: .milliseconds(config.latencyMilliseconds)) {}.futureResult
@@ -167,7 +180,8 @@ public final class TestServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(
                         RequestHandler(counters: counters, defaultRate: rate, slowed: rate != config.rateLimit, timing: timing,
                                        latency: .milliseconds(config.latencyMilliseconds),
-                                       proxyAuthentication: config.proxyAuthentication))
+                                       proxyAuthentication: config.proxyAuthentication,
+                                       closeNoticedAtWrite: config.closeNoticedAtWrite))
                 }
             }
         do {

@@ -30,6 +30,8 @@ struct Serve: AsyncParsableCommand {
     var latency: Int64 = 0
     @Flag(help: "Act as a proxy that answers 407 to every proxied request or CONNECT without credentials.")
     var proxyAuth = false
+    @Flag(help: "Count connections as a threaded server with paced writes does: a close during a response is noticed at the next paced write.")
+    var closeNoticedAtWrite = false
 
     func validate() throws {
         guard host.hasPrefix("127.") || host == "::1" || host == "localhost" else {
@@ -43,6 +45,7 @@ struct Serve: AsyncParsableCommand {
             rateLimit: rate, slowEvery: slowEvery, slowFactor: slowFactor, host: host, port: port,
             timingLogPath: timingLog, latencyMilliseconds: latency)
         configuration.proxyAuthentication = proxyAuth
+        configuration.closeNoticedAtWrite = closeNoticedAtWrite
         let server = try await TestServer(configuration: configuration)
         print(server.port)
         fflush(nil)

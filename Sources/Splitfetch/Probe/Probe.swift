@@ -126,19 +126,25 @@ struct Probe {
     /// whose body is not thrown away: it comes back open, for the download to adopt. Redirects are
     /// followed as by ``run(rangeOnly:)``. A response without body bytes (a redirect, an error, an
     /// empty file) is judged whole, as the ranged probe's is.
-    func runGetFirst(range: ByteRange) async throws(DownloadError) -> (RemoteResource, OpenProbe?) {
+    ///
+    /// A `416` is asked again once, for what exists (``rangeAfterRefusal(_:of:)``): some servers
+    /// (httpbin) refuse a first range longer than a small file, and S3 refuses any range of an
+    /// empty object.
+    func runGetFirst(range first: ByteRange) async throws(DownloadError) -> (RemoteResource, OpenProbe?) {
         let url = policy.url
         var current = url
         var visited: Set<String> = [url]
         var hops = 0
+        var range: ByteRange? = first
+        var askedAgain = false
         while true {
             var request = policy.request(current, method: .get, range: range)
             if options.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
             options.logger.debug("probe request", metadata: ["method": "get", "url": "\(redactedURL(current))",
-                                                             "range": "\(range.lowerBound)-\(range.upperBound == Int64.max ? "" : String(range.upperBound - 1))"])
+                                                             "range": "\(range.map(Self.rangeText) ?? "none")"])
             // A 206 brings at most the range; a 200 brings the whole file while the partial file is
             // created (milliseconds): beyond 8 MiB held, the stream is asked for again.
-            let sink = OpenBodySink(limit: Int(max(min(range.count, 64 << 20), 8 << 20)))
+            let sink = OpenBodySink(limit: Int(max(min(range?.count ?? .max, 64 << 20), 8 << 20)))
             // The slot is taken before the probe's clock starts: a wait for the host is not the
             // server's slowness. The transfer holds it until its body ends (when adopted, as the
             // download's first transfer).
@@ -160,7 +166,7 @@ struct Probe {
             TimerQueue.shared.cancel(timer)
             if let head, head.status == 200 || head.status == 206, !sink.timedOut {
                 do {
-                    return try opened(head, sink: sink, task: task, requested: range, finalURL: current)
+                    return try opened(head, sink: sink, task: task, requested: range ?? ByteRange(0, .max), finalURL: current)
                 } catch {
                     sink.discard()
                     task.cancel()
@@ -177,8 +183,47 @@ struct Probe {
                 current = next
                 continue
             }
+            if !askedAgain, let requested = range, let refused = result.head, refused.status == 416,
+               let again = Self.rangeAfterRefusal(refused, of: requested) {
+                options.logger.debug("probe range refused: asking for what exists", metadata: [
+                    "url": "\(redactedURL(current))", "content-range": "\(refused.first("content-range") ?? "none")"])
+                askedAgain = true
+                range = again.range
+                continue
+            }
             return (try judgeRangedAnswer(result, finalURL: current, fromHead: nil, method: "get"), nil)
         }
+    }
+
+    /// What to ask for after a `416` to the first range `requested`, from byte 0: the file's bytes
+    /// up to the range's end when the `416` names a size (`bytes */N`, N > 0: a server that
+    /// refuses a range reaching past a short file's end); the whole resource, unranged, when it
+    /// names none (S3 and moto answer any range of an empty object so). `nil`: nothing to ask
+    /// again (an empty file, which the `416` itself describes, or a range the server should have
+    /// served).
+    static func rangeAfterRefusal(_ head: ResponseHead, of requested: ByteRange) -> AskAgain? {
+        let values = head.all("content-range")
+        guard !values.isEmpty else { return .unranged }
+        guard values.count == 1, case .unsatisfied(let total)? = HTTPFields.contentRange(values[0]), total > 0,
+              requested.lowerBound == 0, total < requested.upperBound else { return nil }
+        return .range(ByteRange(0, total))
+    }
+
+    /// The request that follows a refused first range.
+    enum AskAgain: Equatable {
+        /// No `Range` field: the whole resource.
+        case unranged
+        /// A shorter range, from byte 0.
+        case range(ByteRange)
+
+        var range: ByteRange? {
+            if case .range(let range) = self { return range }
+            return nil
+        }
+    }
+
+    private static func rangeText(_ range: ByteRange) -> String {
+        "\(range.lowerBound)-\(range.upperBound == Int64.max ? "" : String(range.upperBound - 1))"
     }
 
     /// The resource a successful head describes, with its body open for adoption.

@@ -178,6 +178,12 @@ final class Transfer: @unchecked Sendable {
         if sf_easy_getinfo_string(easy, CURLINFO_REDIRECT_URL, &redirect) == CURLE_OK, let redirect {
             result.redirectURL = String(cString: redirect)
         }
+        // libcurl names the target only once a redirect's body has been read to its end; a sink
+        // that stopped at the body's first byte (a probe wants the head alone) leaves it unnamed,
+        // so the `Location` field is resolved here, as libcurl would have.
+        if result.redirectURL == nil, (300...399).contains(head.status), let location = head.first("location"), !location.isEmpty {
+            result.redirectURL = CurlURL.resolving(location, against: request.url)
+        }
         if head.status != 0 { result.head = head }
         var connect = 0
         if sf_easy_getinfo_long(easy, CURLINFO_HTTP_CONNECTCODE, &connect) == CURLE_OK, connect != 0, connect != 200 {
