@@ -28,11 +28,15 @@ extension DownloadMachine {
         // What each transfer's connection was measured at on its earlier transfers.
         var ownerRates: [Int: Double] = [:]
         for transfer in transfers.values { if let rate = slots[transfer.connection].lastRate { ownerRates[transfer.id] = rate } }
+        // Under a per-host cap, each new request takes one of the host's free slots.
+        var room = hostRoom
         for index in idle {
             let id = nextTransferID
             let fresh = stragglerBelow.map { (slots[index].lastRate ?? .infinity) >= $0 } ?? true
+            let mayCut = room.map { $0 >= Self.slotsForASplit } ?? true
             guard let assignment = table!.assign(transfer: id, now: now, rate: slots[index].lastRate, freshPieces: fresh,
-                                                 ownerRates: ownerRates) else { continue }
+                                                 ownerRates: ownerRates, mayCut: mayCut) else { continue }
+            room = room.map { max(0, $0 - 1) }
             if let displaced = assignment.displacedOwner, transfers[displaced] != nil, transfers[displaced]!.abortReason == nil {
                 transfers[displaced]!.abortReason = .takenOver
                 actions.append(.abort(displaced, .takenOver))

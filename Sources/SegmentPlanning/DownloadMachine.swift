@@ -101,6 +101,11 @@ public struct DownloadMachine: Sendable {
     var adopted: TransferStart?
     /// Each source's standing; source 0, the URL probed, is in use from the start.
     var sources: [SourceState]
+    /// Under a per-host cap, the slots of the host a new request would get at once: the free
+    /// ones while no request waits and no file of the batch waits to begin, else 0; `nil` when
+    /// there is no cap. The driver sets it before each event; splits read it
+    /// (``slotsForASplit``).
+    public var hostRoom: Int?
 
     /// A fresh download: nothing on disk yet.
     public init(configuration: Configuration) {

@@ -34,6 +34,14 @@ public struct HostShares: Sendable, Equatable {
     /// Slots `download` holds.
     public func held(by download: Int) -> Int { held[download, default: 0] }
 
+    /// The slots a new request would get at once while `pending` more requests are known to be
+    /// coming (files of a batch not begun): the free ones when no request waits and none is
+    /// coming, else none. Work not yet started comes first: a download splits a healthy range
+    /// only with room (``DownloadMachine/hostRoom``).
+    public func room(pending: Int = 0) -> Int {
+        waiting.isEmpty && pending <= 0 ? cap - inUse : 0
+    }
+
     /// Requests waiting, in ticket order.
     public var waitingDownloads: [Int] { waiting.map(\.download) }
 

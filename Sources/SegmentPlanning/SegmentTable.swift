@@ -31,6 +31,10 @@ public struct SegmentTable: Sendable {
         var offsetAtAssignment: Int64 = 0
         /// When bytes last arrived for this segment (or it was taken).
         var lastProgressAt: Double = 0
+        /// The owner's request waits for a connection (a per-host cap): it has not started, so
+        /// it is neither slow nor stalled, and splitting or taking its range would only move
+        /// the bytes to another request in the same wait.
+        public internal(set) var isQueued = false
 
         /// Bytes not yet written.
         public var remaining: Int64 { end - written }
@@ -188,8 +192,11 @@ public struct SegmentTable: Sendable {
     ///   - ownerRates: what each owner's connection was measured at before (owner → bytes per
     ///     second): an owner that took its range too recently to have a rate of its own yet is
     ///     judged by it, so a slow connection's fresh remainder is split without waiting.
+    ///   - mayCut: whether a healthy owner may be cut short (its response ended early, and so its
+    ///     connection closed). `false` under a per-host cap without room: then only a stalled
+    ///     range is taken, and nothing is split.
     public mutating func assign(transfer: Int, now: Double, rate: Double? = nil, freshPieces: Bool = true,
-                                ownerRates: [Int: Double] = [:]) -> Assignment? {
+                                ownerRates: [Int: Double] = [:], mayCut: Bool = true) -> Assignment? {
         if freshPieces, let index = segments.firstIndex(where: {
             $0.owner == nil && $0.remaining > 0 && ($0.end <= windowEnd || ($0.start <= contiguousPrefix && $0.start < windowEnd))
         }) {
@@ -197,19 +204,21 @@ public struct SegmentTable: Sendable {
             let segment = segments[index]
             return Assignment(segment: index, range: ByteRange(segment.written, segment.end), isSplit: false)
         }
-        return split(for: transfer, now: now, idleRate: rate, ownerRates: ownerRates)
+        return split(for: transfer, now: now, idleRate: rate, ownerRates: ownerRates, mayCut: mayCut)
     }
 
     private mutating func take(_ index: Int, owner: Int, now: Double) {
         segments[index].owner = owner
+        segments[index].isQueued = false
         segments[index].assignedAt = now
         segments[index].lastProgressAt = now
         segments[index].offsetAtAssignment = segments[index].claimed
     }
 
-    /// Whether an active segment's owner has received nothing for ``SplitPolicy/stallAfter``.
+    /// Whether an active segment's owner has received nothing for ``SplitPolicy/stallAfter``
+    /// since it started (a request still waiting for a connection has not).
     func isStalled(_ segment: Segment, now: Double) -> Bool {
-        segment.owner != nil && segment.claimed < segment.end && now - segment.lastProgressAt >= policy.stallAfter
+        segment.owner != nil && !segment.isQueued && segment.claimed < segment.end && now - segment.lastProgressAt >= policy.stallAfter
     }
 
     /// The observed rate of an active segment, when it has run long enough to trust; 0 when stalled.
@@ -220,12 +229,15 @@ public struct SegmentTable: Sendable {
         return Double(segment.claimed - segment.offsetAtAssignment) / elapsed
     }
 
-    private mutating func split(for transfer: Int, now: Double, idleRate rateOfIdle: Double?, ownerRates: [Int: Double]) -> Assignment? {
+    private mutating func split(for transfer: Int, now: Double, idleRate rateOfIdle: Double?, ownerRates: [Int: Double],
+                                mayCut: Bool) -> Assignment? {
         // Its own rate once warmed up; until then its connection's earlier one, if known.
         func rate(of segment: Segment, now: Double) -> Double? {
             self.rate(of: segment, now: now) ?? segment.owner.flatMap { ownerRates[$0] }
         }
-        let owned = segments.filter { $0.owner != nil && $0.claimed < $0.end }
+        // Requests still waiting for a connection are not candidates: their bytes would only
+        // move to another request in the same wait. Without leave to cut, only a stalled owner's.
+        let owned = segments.filter { $0.owner != nil && !$0.isQueued && $0.claimed < $0.end && (mayCut || isStalled($0, now: now)) }
         let rates = owned.compactMap { rate(of: $0, now: now) }.filter { $0 > 0 }
         let typicalRate = rates.isEmpty ? nil : rates.sorted()[rates.count / 2]
         let idleRate = rateOfIdle.flatMap { $0 > 0 ? $0 : nil } ?? typicalRate
@@ -334,6 +346,17 @@ public struct SegmentTable: Sendable {
         segments[segment].lastProgressAt = now
     }
 
+    /// The owner's request waits for a connection, or (`false`) has one now: its rate and stall
+    /// clocks start when it does.
+    public mutating func setQueued(segment: Int, _ queued: Bool, now: Double) {
+        segments[segment].isQueued = queued
+        segments[segment].lastProgressAt = now
+        if !queued {
+            segments[segment].assignedAt = now
+            segments[segment].offsetAtAssignment = segments[segment].claimed
+        }
+    }
+
     /// Gives back claimed but unwritten bytes (a failed write).
     public mutating func unclaim(segment: Int) {
         segments[segment].claimed = segments[segment].written
@@ -343,6 +366,7 @@ public struct SegmentTable: Sendable {
     public mutating func release(segment: Int) {
         segments[segment].claimed = segments[segment].written
         segments[segment].owner = nil
+        segments[segment].isQueued = false
     }
 
     /// The written offset of every segment, for a checkpoint.

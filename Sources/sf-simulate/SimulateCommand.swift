@@ -12,7 +12,7 @@ struct SimulateCommand: ParsableCommand {
     @Option(help: "Run this one seed and print its trace.")
     var seed: UInt64?
 
-    @Option(help: "Scenario family: random, straggler, streaming (a straggler mix read in order through a window), or mirrors.")
+    @Option(help: "Scenario family: random, straggler, streaming (a straggler mix read in order through a window), mirrors, or capped (24 files of 4 MiB, -j 8 -n 8, 8 per host, 2 MB/s per connection).")
     var family: String = "random"
 
     @Option(help: "Run seeds 1...N and report the outcomes.")
@@ -28,6 +28,7 @@ struct SimulateCommand: ParsableCommand {
     }
 
     func run() throws {
+        if family == "capped" { return try runCapped() }
         if let seed {
             let scenario = scenario(seed)
             var simulator = Simulator(scenario, trace: true)
@@ -70,6 +71,33 @@ struct SimulateCommand: ParsableCommand {
                   + "p90 \(percentile(0.9)), p99 \(percentile(0.99)), worst \(sorted.last!) (seed \(worst!.seed))")
         }
         print("\(runs - bad) passed, \(bad) failed")
+        if bad > 0 { throw ExitCode.failure }
+    }
+
+    /// Capped batches by seed: splits per file, bytes sent over the files' bytes, the most
+    /// connections a server counts at once, and the time over the cap's ideal.
+    func runCapped() throws {
+        var rows: [(splits: Double, sent: Double, peak: Double, time: Double)] = []
+        var bad = 0
+        for seed in seed.map({ [$0] }) ?? Array(UInt64(1)...UInt64(max(1, runs))) {
+            var scenario = CappedBatchSimulator.Scenario()
+            scenario.seed = seed
+            let outcome = CappedBatchSimulator.run(scenario)
+            let ideal = Double(scenario.files) * Double(scenario.size) / (Double(scenario.cap) * scenario.rate)
+            rows.append((Double(outcome.splits) / Double(scenario.files), outcome.bytesSentRatio, Double(outcome.peakConnections),
+                         outcome.seconds / ideal))
+            if !outcome.violations.isEmpty || outcome.finished != scenario.files {
+                bad += 1
+                print("seed \(seed): \(outcome.finished) finished \(outcome.violations.first ?? "")")
+            }
+        }
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        func worst(_ values: [Double]) -> Double { values.max() ?? 0 }
+        print("over \(rows.count) capped batches: splits per file median \(median(rows.map(\.splits))) worst \(worst(rows.map(\.splits))); "
+              + "bytes sent / files median \(median(rows.map(\.sent))) worst \(worst(rows.map(\.sent))); "
+              + "peak connections median \(median(rows.map(\.peak))) worst \(worst(rows.map(\.peak))); "
+              + "time / ideal median \(median(rows.map(\.time))) worst \(worst(rows.map(\.time)))")
+        print("\(rows.count - bad) passed, \(bad) failed")
         if bad > 0 { throw ExitCode.failure }
     }
 }

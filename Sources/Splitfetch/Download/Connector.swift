@@ -32,6 +32,12 @@ struct Connector: Sendable {
         return granted
     }
 
+    /// The slots of `url`'s host a new request would get at once (``HostLimiter/room(host:)``);
+    /// `nil` without a cap.
+    func room(for url: String) -> Int? {
+        limiter?.room(host: Self.host(of: url))
+    }
+
     /// Gives back the slot ``acquire(for:waiting:)`` took for `url`.
     func release(for url: String) {
         limiter?.release(host: Self.host(of: url), download: download)

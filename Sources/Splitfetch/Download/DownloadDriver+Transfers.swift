@@ -42,12 +42,12 @@ extension DownloadDriver {
                                            "range": "\(start.range.map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? "all")",
                                            "if-range": "\(ifRange != nil)"])
         transfers[id] = Task {
-            // Waiting for a slot of the host (a session's per-host cap), the transfer is paused,
-            // not stalled.
+            // Waiting for a slot of the host (a session's per-host cap), the transfer is queued:
+            // not started, so neither stalled nor slow.
             let result = await connector.perform(request, sink: sink) { waiting in
                 if waiting { logger.debug("waiting for a slot of the host", metadata: ["transfer": "\(id)"]) }
                 let now = shared.now()
-                shared.withLock { $0.paused(id, waiting, now: now) }
+                shared.withLock { $0.queued(id, waiting, now: now) }
             }
             let (end, error, length) = TransferOutcome.of(result, sink: sink)
             queue.post(.transferEnded(id, end, error, streamLength: length))

@@ -115,6 +115,7 @@ final class DownloadDriver {
         let answer = DownloadMachine.ProbeAnswer(size: resource.size, acceptsRanges: resource.acceptsRanges, openBody: open?.body,
                                                  redirected: resource.finalURL != engine.policy.url, inOrder: digestPlan.hashes)
         let now = shared.now()
+        updateHostRoom()
         var pending = shared.withLock { $0.probed(answer, now: now) }
         if file != nil { try startReader() }  // resumed: the file is open already
         startIdentityChecks()
@@ -141,6 +142,7 @@ final class DownloadDriver {
 
     private func handle(_ event: Event) -> [DownloadMachine.Action] {
         let now = shared.now()
+        updateHostRoom()
         switch event {
         case .transferEnded(let id, let end, let error, let length):
             transfers[id] = nil
@@ -169,6 +171,13 @@ final class DownloadDriver {
             if outputFailure == nil { outputFailure = error }
             return shared.withLock { $0.cancel(now: now) }
         }
+    }
+
+    /// Under a per-host cap, tells the machine what the host has room for now: it decides
+    /// whether a range may be split (``DownloadMachine/hostRoom``).
+    private func updateHostRoom() {
+        guard let room = engine.connector.room(for: resource.finalURL) else { return }
+        shared.withLock { $0.hostRoom = room }
     }
 
     // MARK: - Actions

@@ -14,6 +14,8 @@ final class HostLimiter: Sendable {
         var cancelled: Set<Waiter> = []
         var granted: Set<Waiter> = []
         var nextDownload = 0
+        /// Per host: files of a batch that will ask for it and have not begun.
+        var pending: [String: Int] = [:]
         /// Requests that had to wait for a slot, and the most slots of one host in use at once.
         var waits = 0
         var peakInUse = 0
@@ -40,6 +42,24 @@ final class HostLimiter: Sendable {
         state.withLockedValue { state in
             defer { state.nextDownload += 1 }
             return state.nextDownload
+        }
+    }
+
+    /// The slots of `host` a new request would get at once: none while a request waits or a
+    /// file of a batch is still to begin (``HostShares/room(pending:)``).
+    func room(host: String) -> Int {
+        state.withLockedValue { state in
+            let pending = state.pending[host, default: 0]
+            return state.hosts[host]?.room(pending: pending) ?? (pending > 0 ? 0 : cap)
+        }
+    }
+
+    /// Counts `change` more (or, negative, fewer) files of a batch that will ask for `host` and
+    /// have not begun.
+    func expect(host: String, _ change: Int) {
+        state.withLockedValue { state in
+            let count = state.pending[host, default: 0] + change
+            state.pending[host] = count > 0 ? count : nil
         }
     }
 

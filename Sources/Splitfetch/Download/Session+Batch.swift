@@ -56,11 +56,17 @@ extension Session {
             case transferred
             case finished(BatchResult)
         }
+        // Under a per-host cap, the files not begun count as work waiting for their host: a
+        // download splits no healthy range while they wait (DownloadMachine.hostRoom).
+        let hosts = limiter == nil ? [] : files.map { Connector.host(of: $0.url) }
+        for host in hosts { limiter?.expect(host: host, 1) }
         await withTaskGroup(of: Step.self) { group in
             var next = 0
+            defer { for host in hosts.dropFirst(next) { limiter?.expect(host: host, -1) } }
             func add(_ group: inout TaskGroup<Step>) {
                 let index = next
                 next += 1
+                if !hosts.isEmpty { limiter?.expect(host: hosts[index], -1) }
                 let file = files[index]
                 let download = Download(file.url, to: file.destination, options: file.options, session: self)
                 observe?(index, download)
