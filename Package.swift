@@ -12,7 +12,6 @@ let package = Package(
     name: "Splitfetch",
     products: [
         .library(name: "Splitfetch", targets: ["Splitfetch"]),
-        .library(name: "SegmentPlanning", targets: ["SegmentPlanning"]),
         .executable(name: "splitfetch", targets: ["splitfetch"]),
         .executable(name: "sf-testserver", targets: ["sf-testserver"]),
     ],
@@ -30,9 +29,11 @@ let package = Package(
     targets: [
         // libcurl, linked; typed wrappers for its variadic calls.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        .target(name: "SegmentPlanning", swiftSettings: strict),
+        // The pure download core: every decision of a download, as values. Internal to the
+        // package (no product): the library, the simulator and the tests stand on it.
+        .target(name: "DownloadCore", swiftSettings: strict),
         // Test support: drives the pure core on a virtual clock with simulated servers.
-        .target(name: "DownloadSimulation", dependencies: ["SegmentPlanning"], swiftSettings: strict),
+        .target(name: "DownloadSimulation", dependencies: ["DownloadCore"], swiftSettings: strict),
         .target(name: "CShims"),
         // OpenSSL's libcrypto, which libcurl4-openssl loads anyway: SHA-256/512, SHA-1, MD5.
         .systemLibrary(name: "COpenSSLCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
@@ -44,7 +45,7 @@ let package = Package(
                 "COpenSSLCrypto",
                 // RFC 8941 structured fields (Repr-Digest, Content-Digest), without Foundation.
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
-                "SegmentPlanning",
+                "DownloadCore",
                 .product(name: "SystemPackage", package: "swift-system"),
                 // pthread-based locks: visible to ThreadSanitizer, unlike Synchronization.Mutex's futex.
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -55,8 +56,10 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(
-            name: "splitfetch",
+        // The command line as a library, so that Swift tests reach its parsing, exit statuses and
+        // JSON outputs; the executable is its main() alone.
+        .target(
+            name: "SplitfetchCLI",
             dependencies: [
                 "Splitfetch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -65,6 +68,7 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .executableTarget(name: "splitfetch", dependencies: ["SplitfetchCLI"], swiftSettings: strict),
         .target(
             name: "TestHTTPServer",
             dependencies: [
@@ -90,13 +94,14 @@ let package = Package(
             swiftSettings: strict
         ),
         // libFuzzer targets for the parsers of untrusted input (scripts/fuzz).
-        .executableTarget(name: "sf-fuzz", dependencies: ["Splitfetch", "SegmentPlanning"], swiftSettings: strict),
-        .testTarget(name: "SegmentPlanningTests", dependencies: ["SegmentPlanning", "DownloadSimulation"],
+        .executableTarget(name: "sf-fuzz", dependencies: ["Splitfetch", "DownloadCore"], swiftSettings: strict),
+        .testTarget(name: "DownloadCoreTests", dependencies: ["DownloadCore", "DownloadSimulation"],
                     swiftSettings: strict),
+        .testTarget(name: "SplitfetchCLITests", dependencies: ["SplitfetchCLI", "Splitfetch"], swiftSettings: strict),
         .testTarget(
             name: "SplitfetchTests",
             dependencies: [
-                "Splitfetch", "TestHTTPServer", "SegmentPlanning",
+                "Splitfetch", "TestHTTPServer", "DownloadCore",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -9,7 +9,7 @@ let package = Package(
     name: "SplitfetchMicroBenchmarks",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(path: "../.."),
+        .package(name: "Splitfetch", path: "../.."),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
@@ -18,8 +18,7 @@ let package = Package(
             name: "SplitfetchMicro",
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
-                .product(name: "Splitfetch", package: "main"),
-                .product(name: "SegmentPlanning", package: "main"),
+                .product(name: "Splitfetch", package: "Splitfetch"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             path: "Benchmarks/SplitfetchMicro",

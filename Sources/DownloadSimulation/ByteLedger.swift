@@ -1,4 +1,4 @@
-public import SegmentPlanning
+public import DownloadCore
 
 /// Which bytes of a simulated file have been written, as sorted disjoint ranges; a second write
 /// of any byte is reported instead of recorded.

@@ -1,4 +1,4 @@
-import SegmentPlanning
+import DownloadCore
 
 /// Drives a batch of ``DownloadMachine``s that share one host under a per-host cap
 /// (``HostShares``), on a virtual clock: `jobs` files at a time, each request holding a slot
@@ -54,7 +54,7 @@ public struct CappedBatchSimulator {
         var rate: Double
     }
 
-    private struct Transfer {
+    private struct Request {
         var file: Int
         var id: DownloadMachine.TransferID
         var offset: Int64
@@ -80,7 +80,7 @@ public struct CappedBatchSimulator {
     private var files: [Int: File] = [:]
     private var begun = 0
     private var ended = 0
-    private var transfers: [TransferKey: Transfer] = [:]
+    private var transfers: [TransferKey: Request] = [:]
     private var idleConnections: [Connection] = []
     private var nextConnection = 0
     /// When each connection closed mid-response will be noticed.
@@ -145,7 +145,7 @@ public struct CappedBatchSimulator {
         // The probe asks before the machine knows anything: as transfer 1, adopted once its head
         // is in (``probed(_:)``).
         let first = min(scenario.size, configuration.minimumSegmentSize)
-        transfers[TransferKey(file: file, id: 1)] = Transfer(file: file, id: 1, offset: 0, end: first)
+        transfers[TransferKey(file: file, id: 1)] = Request(file: file, id: 1, offset: 0, end: first)
         request(TransferKey(file: file, id: 1))
     }
 
@@ -275,7 +275,7 @@ public struct CappedBatchSimulator {
                 }
                 if start.isSplit { splits += 1 }
                 let key = TransferKey(file: file, id: start.id)
-                transfers[key] = Transfer(file: file, id: start.id, offset: range.lowerBound, end: range.upperBound)
+                transfers[key] = Request(file: file, id: start.id, offset: range.lowerBound, end: range.upperBound)
                 request(key)
             case .adopt(let start):
                 if start.id != 1 || transfers[TransferKey(file: file, id: 1)] == nil {

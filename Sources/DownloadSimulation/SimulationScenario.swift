@@ -1,4 +1,4 @@
-public import SegmentPlanning
+public import DownloadCore
 
 /// One simulated download: the file, the server's connections, and what goes wrong.
 ///

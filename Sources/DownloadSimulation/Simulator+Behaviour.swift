@@ -1,4 +1,4 @@
-import SegmentPlanning
+import DownloadCore
 
 /// The server's side of a transfer: where it ends, how fast it goes, and what goes wrong with it
 /// (a scenario's persistent answer, a faulty mirror, or a fault drawn from the mix).
@@ -27,7 +27,7 @@ extension Simulator {
             violations.append("transfer \(start.id) asks source \(start.source), which serves other bytes")
         }
         let behaviour = chooseBehaviour(for: start, first: first, end: end)
-        transfers[start.id] = Transfer(id: start.id, rate: rate, offset: first, end: end, next: now + drawLatency(),
+        transfers[start.id] = SimulatedTransfer(id: start.id, rate: rate, offset: first, end: end, next: now + drawLatency(),
                                        behaviour: behaviour, isStream: isStream)
         if case .diesAt(let t)? = scenario.sources.isEmpty ? nil : scenario.sources[start.source].fault {
             // Refused once it is gone; reset where it got to by then while it was serving.

@@ -1,4 +1,4 @@
-public import SegmentPlanning
+public import DownloadCore
 
 /// Drives a ``DownloadMachine`` through one ``SimulationScenario`` on a virtual clock, playing the
 /// driver, the server, the disk and the checkpoint thread, and checks the machine's promises as it
@@ -38,7 +38,7 @@ public struct Simulator {
         case fail(DownloadMachine.TransferFailure)
     }
 
-    struct Transfer {
+    struct SimulatedTransfer {
         var id: Int
         var rate: Double
         var offset: Int64
@@ -54,7 +54,7 @@ public struct Simulator {
     var now = 0.0
     var ledger = ByteLedger()
     var rng: SplitMix64
-    var transfers: [Int: Transfer] = [:]
+    var transfers: [Int: SimulatedTransfer] = [:]
     private var wakeAt: Double?
     private var pendingPrepare: Double?
     private var pendingProbe: (at: Double, answer: DownloadMachine.ProbeAnswer)?
@@ -107,7 +107,7 @@ public struct Simulator {
             let connections = scenario.configuration.connections
             let end = connections == 1 ? size : min(size, scenario.configuration.minimumSegmentSize)
             answer.openBody = scenario.acceptsRanges && size > 0 ? .range(ByteRange(0, end)) : .whole
-            transfers[1] = Transfer(id: 1, rate: scenario.rates[0], offset: 0, end: end, next: .infinity, behaviour: .healthy,
+            transfers[1] = SimulatedTransfer(id: 1, rate: scenario.rates[0], offset: 0, end: end, next: .infinity, behaviour: .healthy,
                                     isStream: answer.openBody == .whole)
             requests += 1
         }

@@ -8,7 +8,7 @@
 // Each target feeds the input to one parser and checks what the parser promises, so a wrong
 // answer is a crash too, not only a memory error. A crash found becomes a regression test.
 
-import SegmentPlanning
+import DownloadCore
 import Splitfetch
 
 #if canImport(Glibc)

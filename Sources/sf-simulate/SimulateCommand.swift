@@ -1,6 +1,6 @@
 import ArgumentParser
 import DownloadSimulation
-import SegmentPlanning
+import DownloadCore
 
 /// Re-runs simulated downloads by seed: the seed a failing property test printed, with its trace.
 @main

@@ -1,4 +1,4 @@
-import SegmentPlanning
+import DownloadCore
 import Splitfetch
 @testable import Splitfetch
 import SystemPackage

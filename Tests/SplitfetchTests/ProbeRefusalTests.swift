@@ -1,5 +1,5 @@
 @testable import Splitfetch
-import SegmentPlanning
+import DownloadCore
 import TestHTTPServer
 import Testing
 

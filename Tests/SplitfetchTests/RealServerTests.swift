@@ -1,5 +1,5 @@
 @testable import Splitfetch
-import SegmentPlanning
+import DownloadCore
 import SystemPackage
 import TestHTTPServer
 import Testing

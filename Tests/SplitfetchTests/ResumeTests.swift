@@ -1,4 +1,4 @@
-import SegmentPlanning
+import DownloadCore
 import FoundationEssentials
 @testable import Splitfetch
 import SystemPackage

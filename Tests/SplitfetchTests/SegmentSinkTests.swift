@@ -1,5 +1,5 @@
 @testable import Splitfetch
-import SegmentPlanning
+import DownloadCore
 import SystemPackage
 import Testing
 
@@ -39,7 +39,7 @@ struct SegmentSinkTests {
         var writebacks: [Int] = []
         for start in starts {
             let range = start.range!
-            let sink = SegmentSink(machine: machine, transfer: start.id, file: file, counters: WorkerCounters(id: start.connection),
+            let sink = SegmentSink(machine: machine, transfer: start.id, file: file, counters: ConnectionCounters(id: start.connection),
                                    requested: range, total: Self.size, url: "http://127.0.0.1/file", etag: nil,
                                    lastModified: nil, sentIfRange: false, startsWriteback: startsWriteback)
             var head = ResponseHead()

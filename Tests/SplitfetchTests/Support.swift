@@ -110,7 +110,7 @@ struct TestFailure: Error, CustomStringConvertible {
 /// megabytes (under ThreadSanitizer in CI, 6.8 MB sent for a 3 MB file).
 func expectOnlyMissingBytesFetched(_ stats: DownloadStatistics, needed: Int64,
                                    sourceLocation: SourceLocation = #_sourceLocation) {
-    let overshoot = Int64(stats.splits) * Int64(Transfer.receiveBufferSize)
+    let overshoot = Int64(stats.splits) * Int64(CurlTransfer.receiveBufferSize)
     #expect(stats.bytesReceived >= needed && stats.bytesReceived - needed <= overshoot,
             "\(stats.bytesReceived) received for \(needed) needed, \(stats.retries) retries, \(stats.splits) splits",
             sourceLocation: sourceLocation)

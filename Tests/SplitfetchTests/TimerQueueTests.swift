@@ -60,7 +60,7 @@ struct TimerQueueTests {
     @Test func theProgressTickerTicksUntilCancelled() async {
         let timers = TimerQueue(name: "sf-test-timer")
         let ticks = NIOLockedValueBox<[DownloadProgress]>([])
-        let counter = WorkerCounters(id: 0)
+        let counter = ConnectionCounters(id: 0)
         counter.bytes.store(500, ordering: .relaxed)
         let ticker = ProgressTicker(interval: .milliseconds(5), emit: { event in
             if case .progress(let progress) = event { ticks.withLockedValue { $0.append(progress) } }

@@ -1,4 +1,4 @@
-import SegmentPlanning
+import DownloadCore
 import Synchronization
 import SystemPackage
 

@@ -22,8 +22,8 @@ import Glibc
 /// once it has stopped every transfer and left libcurl.
 final class CurlTransport: Sendable {
     private enum Message {
-        case add(Transfer)
-        case cancel(Transfer)
+        case add(CurlTransfer)
+        case cancel(CurlTransfer)
         /// A paused transfer (its sink said ``SinkVerdict/pause``) may go on.
         case resume(UInt64)
     }
@@ -74,7 +74,7 @@ final class CurlTransport: Sendable {
     /// Cancelling the calling task removes the transfer promptly and returns a result with
     /// `cancelled` set.
     func perform(_ request: TransferRequest, sink: (any TransferSink)?) async -> TransferResult {
-        let transfer = Transfer(id: nextID.wrappingAdd(1, ordering: .relaxed).oldValue, request: request, sink: sink)
+        let transfer = CurlTransfer(id: nextID.wrappingAdd(1, ordering: .relaxed).oldValue, request: request, sink: sink)
         transfer.resume = { [weak self, id = transfer.id] in self?.post(.resume(id)) }
         underWay.wrappingAdd(1, ordering: .relaxed)
         defer { underWay.wrappingSubtract(1, ordering: .relaxed) }
@@ -167,7 +167,7 @@ final class CurlTransport: Sendable {
         let transport: CurlTransport
         let maximumConnections: Int
         let maximumPerHost: Int
-        var active: [UInt64: Transfer] = [:]
+        var active: [UInt64: CurlTransfer] = [:]
         var pool: [UnsafeMutableRawPointer] = []
 
         init(transport: CurlTransport, maximumConnections: Int, maximumPerHost: Int) {
@@ -245,7 +245,7 @@ final class CurlTransport: Sendable {
             }
         }
 
-        private func start(_ transfer: Transfer, multi: UnsafeMutableRawPointer) {
+        private func start(_ transfer: CurlTransfer, multi: UnsafeMutableRawPointer) {
             if transfer.cancelRequested.load(ordering: .acquiring) {
                 transfer.finish(cancelled: true)
                 return
@@ -275,7 +275,7 @@ final class CurlTransport: Sendable {
             active[transfer.id] = transfer
         }
 
-        private func cancel(_ transfer: Transfer, multi: UnsafeMutableRawPointer) {
+        private func cancel(_ transfer: CurlTransfer, multi: UnsafeMutableRawPointer) {
             guard let current = active.removeValue(forKey: transfer.id), let easy = current.easy else { return }
             curl_multi_remove_handle(multi, easy)
             current.release(easy)
@@ -288,7 +288,7 @@ final class CurlTransport: Sendable {
             var raw: UnsafeMutableRawPointer?
             _ = sf_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &raw)
             guard let raw else { return }
-            let transfer = Unmanaged<Transfer>.fromOpaque(raw).takeUnretainedValue()
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(raw).takeUnretainedValue()
             guard active.removeValue(forKey: transfer.id) != nil else { return }
             transfer.collect(easy: easy, code: code)
             curl_multi_remove_handle(multi, easy)
@@ -298,46 +298,4 @@ final class CurlTransport: Sendable {
             transfer.finish(cancelled: false)
         }
     }
-}
-
-/// Process-wide libcurl set-up, done once before the first handle: check the version, then
-/// `curl_global_init`.
-enum CurlGlobal {
-    /// The oldest libcurl with every option used (`CURLOPT_PROTOCOLS_STR` came in 7.85.0).
-    static let minimumVersion: UInt32 = 0x07_55_00
-    static let minimumVersionText = "7.85.0"
-
-    /// Every libcurl use goes through this first; `static let` runs the initialiser exactly once
-    /// and makes other threads wait for it, which is what `curl_global_init` requires. Nil when
-    /// libcurl is ready, otherwise what went wrong.
-    static let failure: String? = {
-        guard let info = sf_curl_version_info() else { return "libcurl gave no version information" }
-        if info.pointee.version_num < minimumVersion {
-            let version = info.pointee.version.map { String(cString: $0) } ?? "unknown"
-            return "libcurl \(version) is too old; Splitfetch needs \(minimumVersionText) or later"
-        }
-        let code = curl_global_init(Int(CURL_GLOBAL_SSL | CURL_GLOBAL_WIN32))
-        return code == CURLE_OK ? nil : "curl_global_init failed: \(String(cString: curl_easy_strerror(code)))"
-    }()
-}
-
-/// Starts a detached POSIX thread named `name` (first 15 bytes) running `body`.
-func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
-    final class Box: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    let box = Unmanaged.passRetained(Box {
-        sf_set_thread_name(name)
-        body()
-    }).toOpaque()
-    var thread = pthread_t()
-    let rc = pthread_create(&thread, nil, { arg in
-        guard let arg else { return nil }
-        let box = Unmanaged<Box>.fromOpaque(arg).takeRetainedValue()
-        box.body()
-        return nil
-    }, box)
-    precondition(rc == 0, "pthread_create failed: \(rc)")
-    pthread_detach(thread)
 }

@@ -1,5 +1,5 @@
 import Benchmark
-import SegmentPlanning
+import DownloadCore
 import Splitfetch
 import SystemPackage
 

@@ -1,0 +1,204 @@
+public import SystemPackage
+import NIOConcurrencyHelpers
+import Synchronization
+
+/// One file to download over several connections.
+///
+/// ```swift
+/// let download = Download("https://example.org/big.iso", to: "/tmp/big.iso")
+/// Task { for await event in download.events { print(event) } }
+/// let statistics = try await download.run()
+/// ```
+///
+/// `run()` probes the server, plans byte ranges, fetches them in parallel into `destination +
+/// ".part"`, and renames the finished file to `destination`. The partial file never sits under the
+/// final name. Cancelling the task that runs `run()` stops every connection promptly and throws a
+/// ``DownloadError`` with code ``DownloadError/Code/interrupted``.
+///
+/// Thread safety: a `Download` is `Sendable`; `run()` may be called once.
+public final class Download: Sendable {
+    /// The URL to fetch (`http` or `https`).
+    public let url: String
+    /// The final path of the file.
+    public let destination: FilePath
+    /// The settings in force.
+    public let options: DownloadOptions
+    /// Progress and lifecycle events. One consumer; finishes when `run()` returns. When the
+    /// consumer is slow, the oldest undelivered events are dropped.
+    public let events: AsyncStream<DownloadEvent>
+
+    private let continuation: AsyncStream<DownloadEvent>.Continuation
+    private let started = Atomic<Bool>(false)
+    private let session: Session?
+    /// Takes the file in order instead of ``destination`` (a download read in order).
+    let consumer: (any ByteConsumer)?
+    /// Whether the network part is over, and who waits for it (``transferred()``).
+    private let network = NIOLockedValueBox<(over: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    /// Describes a download; nothing happens until ``run()``.
+    ///
+    /// - Parameters:
+    ///   - url: an `http` or `https` URL.
+    ///   - destination: where the finished file goes; its directory must exist.
+    ///   - options: connection count, timeouts, retries and the rest.
+    ///   - session: a ``Session`` to share connections with other downloads; by default the
+    ///     download has a transport of its own.
+    public convenience init(_ url: String, to destination: FilePath, options: DownloadOptions = DownloadOptions(), session: Session? = nil) {
+        self.init(url, destination: destination, consumer: nil, options: options, session: session)
+    }
+
+    /// Describes a download read in order into `descriptor` (a pipe, a socket, standard output):
+    /// the file's bytes are written there from the first to the last, while several connections
+    /// fetch ranges inside a window of ``DownloadOptions/window`` bytes ahead of what was written.
+    ///
+    /// When the reader is slow, the writes block and the connections pause: the bytes held
+    /// never exceed the window, and they wait in an anonymous temporary file, not in memory. A
+    /// reader that goes away (`EPIPE`) ends the download with
+    /// ``DownloadError/Code/outputClosed``. Nothing can be resumed, and nothing is written under
+    /// a file name; ``destination`` is `-`. The caller owns `descriptor` and closes it.
+    public convenience init(_ url: String, writingTo descriptor: FileDescriptor, options: DownloadOptions = DownloadOptions(),
+                            session: Session? = nil) {
+        let name = descriptor == .standardOutput ? "standard output" : "file descriptor \(descriptor.rawValue)"
+        self.init(url, destination: "-", consumer: DescriptorConsumer(descriptor: descriptor, name: name), options: options,
+                  session: session)
+    }
+
+    /// Describes a download of one file from several sources (mirrors): the first is probed
+    /// and is the reference; the others each prove they serve the same bytes before they get a
+    /// range, and get ``DownloadOptions/connections`` connections of their own. A source that
+    /// serves other bytes, answers 404, or keeps failing is dropped; the download fails only
+    /// when every source did. The same as `Download(sources[0], to:)` with the rest in
+    /// ``DownloadOptions/mirrors``.
+    ///
+    /// - Precondition: `sources` is not empty.
+    public convenience init(sources: [String], to destination: FilePath, options: DownloadOptions = DownloadOptions(),
+                            session: Session? = nil) {
+        precondition(!sources.isEmpty, "a download needs at least one source")
+        var options = options
+        options.mirrors = Array(sources.dropFirst()) + options.mirrors
+        self.init(sources[0], destination: destination, consumer: nil, options: options, session: session)
+    }
+
+    init(_ url: String, destination: FilePath, consumer: (any ByteConsumer)?, options: DownloadOptions, session: Session?) {
+        self.consumer = consumer
+        self.session = session
+        self.url = url
+        self.destination = destination
+        self.options = options
+        (events, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(1024))
+    }
+
+    /// Returns once the download needs the network no more: every byte has arrived and only
+    /// the sync and the rename are left, or it ended (also before ``run()`` is called, never).
+    /// A caller fetching many files can start the next one while this one reaches the disk:
+    /// the durability of each file is kept, and no file waits for another's `fsync`.
+    public func transferred() async {
+        await withCheckedContinuation { continuation in
+            network.withLockedValue { state in
+                if state.over { continuation.resume() } else { state.waiters.append(continuation) }
+            }
+        }
+    }
+
+    private func networkOver() {
+        let waiters = network.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            guard !state.over else { return [] }
+            state.over = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Downloads the file.
+    ///
+    /// - Returns: the final statistics (also sent as ``DownloadEvent/finished(_:)``).
+    /// - Throws: ``DownloadError``; on any error the partial file is removed and nothing exists
+    ///   under the final name that was not there before.
+    public func run() async throws(DownloadError) -> DownloadStatistics {
+        guard !started.exchange(true, ordering: .relaxed) else {
+            throw DownloadError(.usage, "a Download can run only once")
+        }
+        defer {
+            networkOver()
+            continuation.finish()
+        }
+        do throws(DownloadError) {
+            return try await perform()
+        } catch {
+            continuation.yield(.failed(error))  // the last event, never dropped: the newest is kept
+            throw error
+        }
+    }
+
+    private func perform() async throws(DownloadError) -> DownloadStatistics {
+        try options.validate()
+        if let path = options.caCertificatePath?.string, !FileSystem.exists(path) {
+            throw DownloadError(.usage, "CA certificate file \(path) does not exist")
+        }
+        guard let scheme = CurlURL(url)?.scheme, scheme == "http" || scheme == "https" else {
+            throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
+        }
+        // Connections kept for reuse: each source's (mirrors a server announces may add more).
+        let transport = session?.transport(for: url)
+            ?? CurlTransport(maximumConnections: options.connections * (1 + min(options.mirrors.count, options.maximumMirrors)))
+        var setup = DownloadSetup(url: url, destination: destination.string, options: options,
+                            connector: Connector(transport: transport, limiter: session?.limiter),
+                            policy: RequestPolicy(url: url, options: options),
+                            emit: { [continuation] in continuation.yield($0) },
+                            transferred: { [weak self] in self?.networkOver() })
+        setup.consumer = consumer
+        let result: Result<DownloadStatistics, DownloadError>
+        do {
+            result = .success(try await Self.run(setup, within: options.maximumTime))
+        } catch let error as DownloadError {
+            result = .failure(error.naming(proxy: options.proxy))
+        } catch is CancellationError {
+            result = .failure(DownloadError(.interrupted, "\(redactedURL(url)): interrupted"))
+        } catch {
+            result = .failure(DownloadError(.fileIO, "\(redactedURL(url)): \(error)"))
+        }
+        // A transport of its own ends with the download, before `run()` returns.
+        if session == nil { await transport.shutdown() }
+        return try result.get()
+    }
+
+    /// Runs `setup`, stopping it as a cancellation does once `limit` has passed; the error it
+    /// then throws becomes ``DownloadError/Code/timedOut``.
+    private static func run(_ setup: DownloadSetup, within limit: Duration?) async throws -> DownloadStatistics {
+        guard let limit else { return try await setup.run() }
+        enum Outcome: Sendable {
+            case finished(DownloadStatistics)
+            case expired
+            case cancelled
+        }
+        return try await withThrowingTaskGroup(of: Outcome.self) { group in
+            group.addTask { .finished(try await setup.run()) }
+            group.addTask {
+                do { try await Task.sleep(for: limit) } catch { return .cancelled }
+                return .expired
+            }
+            var expired = false
+            while true {
+                do {
+                    switch try await group.next() {
+                    case .finished(let statistics)?:
+                        group.cancelAll()
+                        return statistics
+                    case .expired?:
+                        expired = true
+                        group.cancelAll()  // the setup stops as if cancelled and throws
+                    case .cancelled?:
+                        continue
+                    case nil:  // never: the setup's task ends the loop first
+                        throw CancellationError()
+                    }
+                } catch {
+                    guard expired else { throw error }
+                    let detail = (error as? DownloadError)?.message ?? "stopped"
+                    throw DownloadError(.timedOut, "\(redactedURL(setup.url)): the time limit of \(formatSeconds(limit.seconds)) s passed; \(detail)")
+                }
+            }
+        }
+    }
+}

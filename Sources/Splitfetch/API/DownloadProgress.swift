@@ -1,0 +1,59 @@
+/// A snapshot of a running download.
+public struct DownloadProgress: Sendable, Equatable {
+    /// Bytes on disk.
+    public var bytesWritten: Int64
+    /// The file size, when known.
+    public var totalBytes: Int64?
+    /// Smoothed speed, bytes per second.
+    public var bytesPerSecond: Double
+    /// Time since transfers started.
+    public var elapsed: Duration
+    /// Each connection's state.
+    public var connections: [ConnectionProgress]
+
+    public init(bytesWritten: Int64, totalBytes: Int64?, bytesPerSecond: Double, elapsed: Duration,
+                connections: [ConnectionProgress]) {
+        self.bytesWritten = bytesWritten
+        self.totalBytes = totalBytes
+        self.bytesPerSecond = bytesPerSecond
+        self.elapsed = elapsed
+        self.connections = connections
+    }
+
+    /// Connections receiving data right now.
+    public var activeConnections: Int { connections.filter { $0.state == .receiving }.count }
+
+    /// Expected time left, when size and speed are known.
+    public var estimatedTimeLeft: Duration? {
+        guard let total = totalBytes, bytesPerSecond > 0 else { return nil }
+        return .seconds(Double(max(0, total - bytesWritten)) / bytesPerSecond)
+    }
+}
+
+/// One connection's part of a ``DownloadProgress``.
+public struct ConnectionProgress: Sendable, Equatable {
+    public enum State: Int, Sendable, Equatable {
+        case idle = 0, receiving = 1, waitingToRetry = 2, done = 3
+    }
+    public var id: Int
+    public var state: State
+    /// Bytes this connection has written.
+    public var bytes: Int64
+    /// The range it is fetching now (bytes `lowerBound ..< upperBound` of the file); `nil` when
+    /// idle, or for a whole-file stream.
+    public var range: Range<Int64>?
+    /// Smoothed speed of this connection, bytes per second.
+    public var bytesPerSecond: Double
+    /// The source it fetches from (an index: 0 is the URL probed, then the mirrors), when the
+    /// download has mirrors; `nil` without.
+    public var source: Int?
+
+    public init(id: Int, state: State, bytes: Int64, range: Range<Int64>? = nil, bytesPerSecond: Double = 0, source: Int? = nil) {
+        self.source = source
+        self.id = id
+        self.state = state
+        self.bytes = bytes
+        self.range = range
+        self.bytesPerSecond = bytesPerSecond
+    }
+}

@@ -1,0 +1,105 @@
+/// Final, machine-readable figures of a completed download (`--stats-json`).
+public struct DownloadStatistics: Sendable, Equatable, Codable {
+    public enum Mode: String, Sendable, Codable {
+        /// Several ranges over several connections.
+        case segmented
+        /// One stream, because the server does not support ranges or did not give a length.
+        case single
+    }
+
+    /// Per-connection figures.
+    public struct Connection: Sendable, Equatable, Codable {
+        public var id: Int
+        public var bytes: Int64
+        public var requests: Int
+        public var retries: Int
+        /// The source it fetched from (an index into ``DownloadStatistics/sources``; 0 without mirrors).
+        public var source: Int = 0
+
+        public init(id: Int, bytes: Int64, requests: Int, retries: Int, source: Int = 0) {
+            self.id = id
+            self.bytes = bytes
+            self.requests = requests
+            self.retries = retries
+            self.source = source
+        }
+    }
+
+    /// Per-source figures of a download with mirrors: the URL probed first, then each mirror.
+    public struct Source: Sendable, Equatable, Codable {
+        /// The source's URL (credentials removed).
+        public var url: String
+        /// Bytes of the file it delivered.
+        public var bytes: Int64
+        public var requests: Int
+        /// Failed requests (each retried, or the one that dropped it).
+        public var errors: Int
+        /// Why it was dropped, if it was: its identity check, or the failures it kept having.
+        public var dropped: String?
+
+        public init(url: String, bytes: Int64, requests: Int, errors: Int, dropped: String? = nil) {
+            self.url = url
+            self.bytes = bytes
+            self.requests = requests
+            self.errors = errors
+            self.dropped = dropped
+        }
+    }
+
+    /// The URL asked for (credentials removed).
+    public var url: String
+    /// The URL after redirects (credentials removed).
+    public var finalURL: String
+    /// The final path of the file.
+    public var path: String
+    public var mode: Mode
+    /// File size in bytes.
+    public var size: Int64
+    /// Wall time from start (before the probe) to the file under its final name, in seconds (a
+    /// number, for the JSON form); ``duration`` is the same as a `Duration`.
+    public var seconds: Double
+    /// Bytes fetched by this run (`size - resumedBytes`) divided by `seconds`.
+    public var averageBytesPerSecond: Double
+    /// Connections used.
+    public var connectionCount: Int
+    public var connections: [Connection]
+    /// HTTP requests for data (not counting the probe).
+    public var requests: Int
+    /// Failed requests that were retried.
+    public var retries: Int
+    /// In-flight ranges split to idle connections.
+    public var splits: Int
+    /// Bytes received from the network, including any rejected or re-fetched ones.
+    public var bytesReceived: Int64
+    /// Bytes already on disk from an earlier run when this one started.
+    public var resumedBytes: Int64
+    /// The finished file's digests: those checked and those asked for
+    /// (``DownloadOptions/reportedDigests``). Empty when nothing was hashed.
+    public var digests: [Digest] = []
+    /// The expected digests the file matched, with where each came from.
+    public var verified: [ExpectedDigest] = []
+    /// Each source's figures when the download had mirrors (empty otherwise).
+    public var sources: [Source] = []
+
+    /// Wall time from start to the file under its final name.
+    public var duration: Duration { .seconds(seconds) }
+
+    public init(url: String, finalURL: String, path: String, mode: Mode, size: Int64, seconds: Double,
+                averageBytesPerSecond: Double, connectionCount: Int, connections: [Connection], requests: Int,
+                retries: Int, splits: Int, bytesReceived: Int64, resumedBytes: Int64) {
+        self.url = url
+        self.finalURL = finalURL
+        self.path = path
+        self.mode = mode
+        self.size = size
+        self.seconds = seconds
+        self.averageBytesPerSecond = averageBytesPerSecond
+        self.connectionCount = connectionCount
+        self.connections = connections
+        self.requests = requests
+        self.retries = retries
+        self.splits = splits
+        self.bytesReceived = bytesReceived
+        self.resumedBytes = resumedBytes
+    }
+}

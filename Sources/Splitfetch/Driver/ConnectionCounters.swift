@@ -1,0 +1,45 @@
+import Synchronization
+
+/// Live counters of one connection, updated by the transport thread and the worker task and read
+/// by the progress ticker.
+final class ConnectionCounters: Sendable {
+    let id: Int
+    /// The source it fetches from, when the download has mirrors.
+    let source: Int?
+    let bytes = Atomic<Int64>(0)
+    let received = Atomic<Int64>(0)
+    let requests = Atomic<Int>(0)
+    let retries = Atomic<Int>(0)
+    let state = Atomic<Int>(ConnectionProgress.State.idle.rawValue)
+    /// The range being fetched, for progress (`-1`: none). Two atomics: a reader may see one
+    /// range's start with the next one's end for a moment, which progress can afford.
+    private let rangeStart = Atomic<Int64>(-1)
+    private let rangeEnd = Atomic<Int64>(-1)
+
+    init(id: Int, source: Int? = nil) {
+        self.id = id
+        self.source = source
+    }
+
+    func set(_ s: ConnectionProgress.State) {
+        state.store(s.rawValue, ordering: .relaxed)
+        if s != .receiving { setRange(nil) }
+    }
+
+    func setRange(_ range: Range<Int64>?) {
+        rangeStart.store(range?.lowerBound ?? -1, ordering: .relaxed)
+        rangeEnd.store(range?.upperBound ?? -1, ordering: .relaxed)
+    }
+
+    var progress: ConnectionProgress {
+        let (start, end) = (rangeStart.load(ordering: .relaxed), rangeEnd.load(ordering: .relaxed))
+        return ConnectionProgress(id: id, state: ConnectionProgress.State(rawValue: state.load(ordering: .relaxed)) ?? .idle,
+                                  bytes: bytes.load(ordering: .relaxed), range: start >= 0 && end >= start ? start..<end : nil,
+                                  source: source)
+    }
+
+    var statistics: DownloadStatistics.Connection {
+        .init(id: id, bytes: bytes.load(ordering: .relaxed), requests: requests.load(ordering: .relaxed),
+              retries: retries.load(ordering: .relaxed), source: source ?? 0)
+    }
+}

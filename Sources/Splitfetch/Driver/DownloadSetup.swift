@@ -1,0 +1,229 @@
+import Logging
+import DownloadCore
+
+/// Runs one download: the local checks, the probe, then a ``DownloadDriver`` around a
+/// ``DownloadMachine``. Created and used by ``Download/run()``.
+struct DownloadSetup: Sendable {
+    let url: String
+    var destination: String
+    let options: DownloadOptions
+    let connector: Connector
+    /// What each request may carry; built once from the URL and options.
+    let policy: RequestPolicy
+    let emit: @Sendable (DownloadEvent) -> Void
+    /// Called once every byte has arrived, before the file is synced and renamed.
+    var transferred: @Sendable () -> Void = {}
+    /// Takes the file in order instead of a file on disk (a pipe): no local files are looked
+    /// at, nothing is resumed, and the machine keeps its ranges inside the window.
+    var consumer: (any ByteConsumer)?
+
+    var partial: PartialFile { PartialFile(url: redactedURL(url), destination: destination, options: options) }
+
+    func run() async throws -> DownloadStatistics {
+        let start = ContinuousClock.now
+        if consumer != nil { return try await runInOrder(since: start) }
+        guard options.useContentDisposition else { return try await runWithLocalChecks(probed: nil, since: start) }
+        // The name depends on the server's answer: probe first, then look at local files.
+        let resource = try await probe()
+        var named = self
+        named.destination = contentDispositionDestination(resource) ?? destination
+        return try await named.runWithLocalChecks(probed: resource, since: start)
+    }
+
+    private func probe() async throws -> RemoteResource {
+        try await probe(getFirst: false).0
+    }
+
+    /// Probes, retrying transient failures (a `503` to the very first request, a refused
+    /// connection) under the same ``RetryPolicy`` as every later request. GET-first, the first
+    /// segment's request asks (open-ended with one connection) and its body comes back open.
+    private func probe(getFirst: Bool) async throws -> (RemoteResource, OpenProbe?) {
+        var random = SplitMix64(seed: UInt64.random(in: .min ... .max))
+        var attempt = 0
+        let first = ByteRange(0, options.connections == 1 ? Int64.max : options.minimumSegmentSize)
+        while true {
+            do {
+                let probe = Probe(connector: connector, policy: policy)
+                let (resource, open) = getFirst ? try await probe.runGetFirst(range: first) : (try await probe.run(), nil)
+                emit(.probed(resource.redacted))
+                return (resource, open)
+            } catch {
+                attempt += 1
+                switch retryPolicy.decide(error.failure, attempt: attempt, random: &random) {
+                case .giveUp:
+                    guard attempt > 1, error.isTransient else { throw error }
+                    throw error.givenUp(after: attempt - 1)
+                case .retry(let delay):
+                    options.logger.debug("retrying the probe", metadata: ["attempt": "\(attempt)", "delay": "\(formatSeconds(delay))",
+                                                                          "error": "\(error.message)"])
+                    emit(.retrying(connection: 0, error: error, delay: .seconds(delay)))
+                    do { try await Task.sleep(for: .seconds(delay)) } catch {
+                        throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))")
+                    }
+                }
+            }
+        }
+    }
+
+    var retryPolicy: RetryPolicy {
+        RetryPolicy(retries: options.retries, baseDelay: options.retryBaseDelay.seconds, maximumDelay: options.retryMaximumDelay.seconds)
+    }
+
+    /// The destination with its name replaced by the server's `Content-Disposition` file name,
+    /// reduced to a safe base name in the same directory; `nil` when there is none usable.
+    func contentDispositionDestination(_ resource: RemoteResource) -> String? {
+        guard let header = resource.contentDisposition, let raw = ContentDisposition.fileName(header),
+              let name = safeFileName(raw) else { return nil }
+        let directory = FileSystem.parentDirectory(of: destination)
+        return directory == "/" ? "/" + name : directory + "/" + name
+    }
+
+    /// What is on disk before the download starts.
+    private enum LocalState: Sendable {
+        case fresh
+        case resumable(PartialFile.Existing)
+        case finishedEarlier(Manifest)
+    }
+
+    private func runWithLocalChecks(probed: RemoteResource?, since start: ContinuousClock.Instant) async throws -> DownloadStatistics {
+        let partial = self.partial
+        let io = IOQueue()
+        let local = try await io.run { () throws(DownloadError) -> LocalState in
+            if partial.options.restart { try partial.discard() }
+            if let manifest = try partial.finishedEarlier() { return .finishedEarlier(manifest) }
+            try partial.checkDestination()
+            return try partial.openExisting().map(LocalState.resumable) ?? .fresh
+        }
+        var existing: PartialFile.Existing?
+        switch local {
+        case .finishedEarlier(let manifest):
+            let resource = RemoteResource(url: manifest.url, finalURL: manifest.finalURL, size: manifest.size, acceptsRanges: true,
+                                          etag: manifest.etag, lastModified: manifest.lastModified, contentType: nil,
+                                          contentDisposition: nil, probeMethod: "manifest")
+            return statistics(resource: resource, mode: .segmented, size: manifest.size, counters: [], splits: 0,
+                              resumed: manifest.size, since: start)
+        case .resumable(let found): existing = found
+        case .fresh: break
+        }
+        var handedOver = false
+        var open: OpenProbe?
+        defer {
+            if !handedOver {
+                existing?.file.close()
+                open?.discard()
+            }
+        }
+        try Task.checkCancellation()
+
+        let resource: RemoteResource
+        if let probed {
+            resource = probed
+        } else {
+            // A resumed download checks the server's file before any byte is fetched: HEAD first.
+            // So does one asking S3 for its checksum, which S3 states on a HEAD but not on a 206.
+            (resource, open) = try await probe(getFirst: options.probe == .get && existing == nil && !options.asksForObjectChecksum)
+        }
+        let mirrors = self.mirrors(of: resource)
+        var configuration = machineConfiguration()
+        configuration.sources = 1 + mirrors.count
+        var machine: DownloadMachine
+        if let existing {
+            try partial.checkResumable(existing, resource: resource)
+            let manifest = existing.manifest
+            let progress = manifest.usableProgress(currentBootID: currentBootID).map { (ByteRange($0.start, $0.end), $0.written) }
+            let durable = Dictionary(manifest.segments.map { ($0.start, $0.written) }, uniquingKeysWith: { first, _ in first })
+            machine = DownloadMachine(configuration: configuration, resuming: manifest.size, progress: progress,
+                                      durable: durable)
+        } else {
+            machine = DownloadMachine(configuration: configuration)
+        }
+        handedOver = true
+        return try await DownloadDriver(setup: self, partial: partial, io: io, machine: machine, resource: resource,
+                                        existing: existing, open: open, since: start, mirrors: mirrors).run()
+    }
+
+    /// A download read in order: probe, then the driver with a window and no checkpoints (a
+    /// pipe cannot be resumed).
+    private func runInOrder(since start: ContinuousClock.Instant) async throws -> DownloadStatistics {
+        let (resource, open) = try await probe(getFirst: options.probe == .get && !options.asksForObjectChecksum)
+        let mirrors = self.mirrors(of: resource)
+        var configuration = machineConfiguration()
+        configuration.sources = 1 + mirrors.count
+        configuration.window = options.window
+        configuration.quickCheckpointInterval = 0
+        configuration.durableCheckpointInterval = 0
+        return try await DownloadDriver(setup: self, partial: partial, io: IOQueue(), machine: DownloadMachine(configuration: configuration),
+                                        resource: resource, existing: nil, open: open, since: start, mirrors: mirrors).run()
+    }
+
+    /// The mirrors of this download: those given, then those the server announced, each once,
+    /// never the URL probed itself, at most ``DownloadOptions/maximumMirrors``.
+    func mirrors(of resource: RemoteResource) -> [String] {
+        var seen: Set<String> = [url, resource.finalURL]
+        return (options.mirrors + resource.mirrors).filter { seen.insert($0).inserted }.prefix(options.maximumMirrors).map { $0 }
+    }
+
+    /// The core's tunables, from the options; the jitter's seed differs between runs.
+    func machineConfiguration() -> DownloadMachine.Configuration {
+        var configuration = DownloadMachine.Configuration()
+        configuration.connections = options.connections
+        configuration.minimumSegmentSize = options.minimumSegmentSize
+        configuration.split = SegmentTable.SplitPolicy(minimumPiece: options.minimumSplitSize)
+        configuration.retry = retryPolicy
+        configuration.stallTimeout = options.stallTimeout.seconds
+        configuration.quickCheckpointInterval = options.quickCheckpointInterval.seconds
+        configuration.durableCheckpointInterval = options.checkpointInterval.seconds
+        configuration.seed = UInt64.random(in: .min ... .max)
+        return configuration
+    }
+
+    /// The statistics of a finished download; emits ``DownloadEvent/finished(_:)``.
+    func statistics(resource: RemoteResource, mode: DownloadStatistics.Mode, size: Int64, counters: [ConnectionCounters],
+                    splits: Int, resumed: Int64, since start: ContinuousClock.Instant, digests: [Digest] = [],
+                    verified: [ExpectedDigest] = [], sources: [DownloadStatistics.Source] = []) -> DownloadStatistics {
+        let seconds = (ContinuousClock.now - start).seconds
+        let connectionStats = counters.map(\.statistics)
+        var statistics = DownloadStatistics(
+            url: redactedURL(url), finalURL: redactedURL(resource.finalURL), path: destination, mode: mode,
+            size: size, seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(size - resumed) / seconds : 0,
+            connectionCount: counters.count, connections: connectionStats,
+            requests: connectionStats.reduce(0) { $0 + $1.requests },
+            retries: connectionStats.reduce(0) { $0 + $1.retries },
+            splits: splits,
+            bytesReceived: counters.reduce(0) { $0 + $1.received.load(ordering: .relaxed) },
+            resumedBytes: resumed)
+        statistics.digests = digests
+        statistics.verified = verified
+        statistics.sources = sources
+        options.logger.debug("finished", metadata: ["path": "\(statistics.path)", "bytes": "\(statistics.size)",
+                                                    "seconds": "\(formatSeconds(statistics.seconds))", "requests": "\(statistics.requests)"])
+        emit(.finished(statistics))
+        return statistics
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `Double`.
+    var seconds: Double {
+        let c = components
+        return Double(c.seconds) + Double(c.attoseconds) / 1e18
+    }
+}
+
+/// `42.1`, one decimal, without Foundation.
+func formatPercent(_ value: Double) -> String {
+    let tenths = Int((value * 10).rounded(.down))
+    return "\(tenths / 10).\(tenths % 10)"
+}
+
+/// `20`, `1.5` or `0.268` (to the millisecond), without Foundation.
+func formatSeconds(_ value: Double) -> String {
+    let milliseconds = (value * 1000).rounded()
+    guard milliseconds.isFinite, abs(milliseconds) < 1e15 else { return String(value) }
+    let whole = Int(milliseconds)
+    if whole % 1000 == 0 { return String(whole / 1000) }
+    var fraction = String(abs(whole) % 1000)
+    fraction = String(repeating: "0", count: 3 - fraction.count) + fraction
+    while fraction.hasSuffix("0") { fraction.removeLast() }
+    return (whole < 0 ? "-" : "") + String(abs(whole) / 1000) + "." + fraction
+}

@@ -1,0 +1,98 @@
+import NIOConcurrencyHelpers
+
+/// Emits ``DownloadEvent/progress(_:)`` every ``DownloadOptions/progressInterval`` from the
+/// connections' live counters, with a smoothed speed, on the ``TimerQueue``: a download that ends
+/// before its first tick costs a heap entry, not a task.
+///
+/// Thread safety: the ticks run on the timer thread one at a time; `cancel` may come from any
+/// task. One lock guards the speeds and the pending tick.
+final class ProgressTicker: Sendable {
+    private struct State {
+        var token: TimerQueue.Token?
+        var cancelled = false
+        var lastTime = 0.0
+        var overall = Speed()
+        var speeds: [Speed]
+    }
+
+    let interval: Duration
+    private let emit: @Sendable (DownloadEvent) -> Void
+    private let counters: [ConnectionCounters]
+    private let total: Int64?
+    private let base: Int64
+    private let start = ContinuousClock.now
+    private let state: NIOLockedValueBox<State>
+    private let timers: TimerQueue
+
+    /// Starts ticking.
+    ///
+    /// - Parameters:
+    ///   - counters: the connections whose bytes are counted.
+    ///   - total: the file size, when known.
+    ///   - base: bytes already on disk before this run.
+    init(interval: Duration, emit: @escaping @Sendable (DownloadEvent) -> Void, counters: [ConnectionCounters], total: Int64?,
+         base: Int64, timers: TimerQueue = .shared) {
+        self.interval = interval
+        self.emit = emit
+        self.counters = counters
+        self.total = total
+        self.base = base
+        self.timers = timers
+        state = NIOLockedValueBox(State(speeds: [Speed](repeating: Speed(), count: counters.count)))
+        scheduleNext()
+    }
+
+    /// No tick follows (one under way may still emit).
+    func cancel() {
+        let token = state.withLockedValue { state -> TimerQueue.Token? in
+            state.cancelled = true
+            defer { state.token = nil }
+            return state.token
+        }
+        if let token { timers.cancel(token) }
+    }
+
+    private func scheduleNext() {
+        // Scheduled under the lock, so a cancel that comes meanwhile finds the token.
+        state.withLockedValue { state in
+            guard !state.cancelled else { return }
+            state.token = timers.schedule(after: interval) { [self] in tick() }
+        }
+    }
+
+    private func tick() {
+        let now = (ContinuousClock.now - start).seconds
+        var connections = counters.map(\.progress)
+        let bytes = connections.reduce(0) { $0 + $1.bytes }
+        let smoothed: Double? = state.withLockedValue { state in
+            guard !state.cancelled else { return nil }
+            let dt = now - state.lastTime
+            for index in connections.indices {
+                connections[index].bytesPerSecond = state.speeds[index].update(bytes: connections[index].bytes, over: dt)
+            }
+            state.lastTime = now
+            return state.overall.update(bytes: bytes, over: dt)
+        }
+        guard let smoothed else { return }
+        emit(.progress(DownloadProgress(bytesWritten: base + bytes, totalBytes: total, bytesPerSecond: smoothed,
+                                        elapsed: .seconds(now), connections: connections)))
+        scheduleNext()
+    }
+}
+
+/// A speed smoothed over about two seconds (an exponential moving average of the rate between
+/// ticks).
+private struct Speed {
+    private var lastBytes: Int64 = 0
+    private var smoothed = 0.0
+
+    /// The smoothed speed after `bytes` in total, `seconds` after the last update.
+    mutating func update(bytes: Int64, over seconds: Double) -> Double {
+        if seconds > 0 {
+            let instant = Double(bytes - lastBytes) / seconds
+            smoothed = smoothed == 0 ? instant : smoothed + (instant - smoothed) * min(1, seconds / 2.0)
+        }
+        lastBytes = bytes
+        return max(0, smoothed)
+    }
+}

@@ -1,0 +1,226 @@
+import CCurl
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One request in flight on the transport thread.
+///
+/// `@unchecked Sendable`: the creating task sets `continuation` before posting the transfer;
+/// from then on every mutable field is read and written only on the transport thread. The one
+/// field other threads touch, `cancelRequested`, is atomic.
+final class CurlTransfer: @unchecked Sendable {
+    /// Longest header block accepted, in bytes; a larger one aborts the transfer.
+    static let maximumHeaderBytes = 64 * 1024
+    /// libcurl's receive buffer per transfer.
+    static let receiveBufferSize = 256 * 1024
+
+    let id: UInt64
+    let request: TransferRequest
+    let sink: (any TransferSink)?
+    let cancelRequested = Atomic<Bool>(false)
+
+    var continuation: CheckedContinuation<TransferResult, Never>?
+    /// Asks the transport thread to go on with a paused transfer; set by the transport before
+    /// the transfer starts.
+    var resume: (@Sendable () -> Void)?
+    var result = TransferResult()
+    var head = ResponseHead()
+    var headerBytes = 0
+    private(set) var easy: UnsafeMutableRawPointer?
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer: UnsafeMutablePointer<CChar>
+
+    init(id: UInt64, request: TransferRequest, sink: (any TransferSink)?) {
+        self.id = id
+        self.request = request
+        self.sink = sink
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+    }
+
+    deinit {
+        errorBuffer.deallocate()
+        if let headerList { curl_slist_free_all(headerList) }
+    }
+
+    /// Sets every option this request needs on a fresh (or reset) easy handle.
+    ///
+    /// - Returns: `nil`, or what libcurl refused (the first option whose `curl_easy_setopt` failed).
+    func configure(_ easy: UnsafeMutableRawPointer) -> String? {
+        self.easy = easy
+        let r = request
+        var refused: String?
+        func set(_ code: CURLcode, _ option: String) {
+            if code != CURLE_OK && refused == nil {
+                refused = "curl_easy_setopt(\(option)) failed: \(String(cString: curl_easy_strerror(code)))"
+            }
+        }
+        set(sf_easy_setopt_string(easy, CURLOPT_URL, r.url), "CURLOPT_URL")
+        set(sf_easy_setopt_pointer(easy, CURLOPT_PRIVATE, Unmanaged.passUnretained(self).toOpaque()), "CURLOPT_PRIVATE")
+        set(sf_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
+        set(sf_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
+        set(sf_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"), "CURLOPT_PROTOCOLS_STR")
+        set(sf_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"), "CURLOPT_REDIR_PROTOCOLS_STR")
+        // Redirects are followed by the caller, one hop at a time, so that every hop is checked
+        // (protocol, downgrade, loops) and credentials go only to their own origin.
+        set(sf_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0), "CURLOPT_FOLLOWLOCATION")
+        if r.insecure {
+            set(sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0), "CURLOPT_SSL_VERIFYPEER")
+            set(sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0), "CURLOPT_SSL_VERIFYHOST")
+        } else {
+            set(sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1), "CURLOPT_SSL_VERIFYPEER")
+            set(sf_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2), "CURLOPT_SSL_VERIFYHOST")
+        }
+        if let ca = r.caCertificatePath { set(sf_easy_setopt_string(easy, CURLOPT_CAINFO, ca), "CURLOPT_CAINFO") }
+        if let proxy = r.proxy { set(sf_easy_setopt_string(easy, CURLOPT_PROXY, proxy), "CURLOPT_PROXY") }
+        if let noProxy = r.noProxy { set(sf_easy_setopt_string(easy, CURLOPT_NOPROXY, noProxy), "CURLOPT_NOPROXY") }
+        if r.useNetrc {
+            set(sf_easy_setopt_long(easy, CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue)), "CURLOPT_NETRC")
+            if let file = r.netrcFile { set(sf_easy_setopt_string(easy, CURLOPT_NETRC_FILE, file), "CURLOPT_NETRC_FILE") }
+        }
+        if let c = r.credentials {
+            set(sf_easy_setopt_string(easy, CURLOPT_USERNAME, c.user), "CURLOPT_USERNAME")
+            set(sf_easy_setopt_string(easy, CURLOPT_PASSWORD, c.password), "CURLOPT_PASSWORD")
+        }
+        set(sf_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)), "CURLOPT_HTTP_VERSION")
+        set(sf_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, Self.receiveBufferSize), "CURLOPT_BUFFERSIZE")
+        set(sf_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1), "CURLOPT_TCP_NODELAY")
+        set(sf_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1), "CURLOPT_TCP_KEEPALIVE")
+        set(sf_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(r.connectTimeout * 1000)), "CURLOPT_CONNECTTIMEOUT_MS")
+        // No low-speed limit here: when a transfer has stalled is the download core's decision
+        // (it aborts it by id); probes end at their total timeout.
+        if let total = r.totalTimeout {
+            set(sf_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(total * 1000))), "CURLOPT_TIMEOUT_MS")
+        }
+        set(sf_easy_setopt_string(easy, CURLOPT_USERAGENT, r.userAgent), "CURLOPT_USERAGENT")
+        switch r.method {
+        case .head: set(sf_easy_setopt_long(easy, CURLOPT_NOBODY, 1), "CURLOPT_NOBODY")
+        case .get: set(sf_easy_setopt_long(easy, CURLOPT_HTTPGET, 1), "CURLOPT_HTTPGET")
+        }
+        if let range = r.range {
+            // An upper bound of Int64.max asks for everything from the lower one.
+            let last = range.upperBound == Int64.max ? "" : String(range.upperBound - 1)
+            set(sf_easy_setopt_string(easy, CURLOPT_RANGE, "\(range.lowerBound)-\(last)"), "CURLOPT_RANGE")
+        }
+        var list: UnsafeMutablePointer<curl_slist>?
+        // The bytes as stored: a compressed body would not be the file, nor fit its ranges.
+        if !r.headers.contains(where: { $0.lowercased().hasPrefix("accept-encoding:") }) {
+            list = curl_slist_append(list, "Accept-Encoding: identity")
+        }
+        for line in r.headers { list = curl_slist_append(list, line) }
+        headerList = list
+        if let list { set(sf_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list), "CURLOPT_HTTPHEADER") }
+
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        set(sf_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, { buffer, size, count, user in
+            guard let buffer, let user else { return 0 }
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(user).takeUnretainedValue()
+            return transfer.onHeader(UnsafeRawBufferPointer(start: buffer, count: size * count))
+        }), "CURLOPT_HEADERFUNCTION")
+        set(sf_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me), "CURLOPT_HEADERDATA")
+        set(sf_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, { buffer, size, count, user in
+            guard let user else { return 0 }
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(user).takeUnretainedValue()
+            return transfer.onBody(UnsafeRawBufferPointer(start: buffer, count: size * count))
+        }), "CURLOPT_WRITEFUNCTION")
+        set(sf_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me), "CURLOPT_WRITEDATA")
+        return refused
+    }
+
+    private func onHeader(_ line: UnsafeRawBufferPointer) -> Int {
+        headerBytes += line.count
+        if headerBytes > Self.maximumHeaderBytes {
+            result.sinkError = DownloadError(.protocolViolation,
+                "\(redactedURL(request.url)): response headers exceed \(Self.maximumHeaderBytes) bytes")
+            return 0
+        }
+        if line.starts(with: "HTTP/".utf8) { headerBytes = line.count }
+        head.feed(line: line)
+        return line.count
+    }
+
+    private func onBody(_ body: UnsafeRawBufferPointer) -> Int {
+        guard let sink else {
+            result.bodyBytes += Int64(body.count)
+            return body.count
+        }
+        switch sink.receive(body, head: head) {
+        case .proceed:
+            result.bodyBytes += Int64(body.count)
+            return body.count
+        case .stop:
+            result.stoppedBySink = true
+            return 0
+        case .fail(let error):
+            result.sinkError = error
+            return 0
+        case .pause:
+            // libcurl keeps this piece and offers it again after `curl_easy_pause(CONT)`.
+            sink.resumeWhenReady(resume ?? {})
+            return Int(CURL_WRITEFUNC_PAUSE)
+        }
+    }
+
+    /// Reads what libcurl knows once the transfer is done.
+    func collect(easy: UnsafeMutableRawPointer, code: CURLcode) {
+        result.curlCode = Int32(code.rawValue)
+        if code != CURLE_OK {
+            let detail = String(cString: errorBuffer)
+            result.curlMessage = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        }
+        var url: UnsafeMutablePointer<CChar>?
+        if sf_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &url) == CURLE_OK, let url {
+            result.effectiveURL = String(cString: url)
+        }
+        var redirect: UnsafeMutablePointer<CChar>?
+        if sf_easy_getinfo_string(easy, CURLINFO_REDIRECT_URL, &redirect) == CURLE_OK, let redirect {
+            result.redirectURL = String(cString: redirect)
+        }
+        // libcurl names the target only once a redirect's body has been read to its end; a sink
+        // that stopped at the body's first byte (a probe wants the head alone) leaves it unnamed,
+        // so the `Location` field is resolved here, as libcurl would have.
+        if result.redirectURL == nil, (300...399).contains(head.status), let location = head.first("location"), !location.isEmpty {
+            result.redirectURL = CurlURL.resolving(location, against: request.url)
+        }
+        if head.status != 0 { result.head = head }
+        var connect = 0
+        if sf_easy_getinfo_long(easy, CURLINFO_HTTP_CONNECTCODE, &connect) == CURLE_OK, connect != 0, connect != 200 {
+            result.proxyConnectStatus = connect
+        }
+        var requestBytes = 0
+        if sf_easy_getinfo_long(easy, CURLINFO_REQUEST_SIZE, &requestBytes) == CURLE_OK, requestBytes > 0 {
+            result.requestSent = true
+            // New connections made for this transfer: none means it reused one.
+            var opened = 0
+            if sf_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &opened) == CURLE_OK { result.reusedConnection = opened == 0 }
+        }
+    }
+
+    /// Detaches the easy handle from this transfer.
+    func release(_ easy: UnsafeMutableRawPointer) {
+        if let headerList {
+            curl_slist_free_all(headerList)
+            self.headerList = nil
+        }
+        self.easy = nil
+    }
+
+    /// Ends a transfer that never started because libcurl cannot be used or would not take it
+    /// (`CURLE_FAILED_INIT`, which is not retried).
+    func fail(setupFailure: String) {
+        result.curlCode = Int32(CURLE_FAILED_INIT.rawValue)
+        result.curlMessage = setupFailure
+        finish(cancelled: false)
+    }
+
+    /// Resumes the waiting task, once.
+    func finish(cancelled: Bool) {
+        if cancelled { result.cancelled = true }
+        if result.head == nil && head.status != 0 { result.head = head }
+        let c = continuation
+        continuation = nil
+        c?.resume(returning: result)
+    }
+}

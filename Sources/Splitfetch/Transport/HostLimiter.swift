@@ -1,0 +1,119 @@
+import NIOConcurrencyHelpers
+import DownloadCore
+
+/// A session's per-host connection cap: a ``HostShares`` for each host (`host:port`, as libcurl
+/// keys its connections) behind one lock, and the tasks waiting for a slot.
+///
+/// Thread safety: every method may be called from any task or thread; the state is behind a lock
+/// and continuations are resumed outside it.
+final class HostLimiter: Sendable {
+    private struct State {
+        var hosts: [String: HostShares] = [:]
+        var waiters: [Waiter: CheckedContinuation<Bool, Never>] = [:]
+        /// Waits cancelled, or granted, before their continuation was stored.
+        var cancelled: Set<Waiter> = []
+        var granted: Set<Waiter> = []
+        var nextDownload = 0
+        /// Per host: files of a batch that will ask for it and have not begun.
+        var pending: [String: Int] = [:]
+        /// Requests that had to wait for a slot, and the most slots of one host in use at once.
+        var waits = 0
+        var peakInUse = 0
+    }
+
+    private struct Waiter: Hashable {
+        var host: String
+        var ticket: HostShares.Ticket
+    }
+
+    let cap: Int
+    private let state = NIOLockedValueBox(State())
+
+    /// Requests that waited for a slot so far, and the most slots of one host in use at once.
+    var counts: (waits: Int, peakInUse: Int) { state.withLockedValue { ($0.waits, $0.peakInUse) } }
+
+    init(cap: Int) {
+        precondition(cap >= 1)
+        self.cap = cap
+    }
+
+    /// A number for a new download, whose slots are counted together.
+    func newDownload() -> Int {
+        state.withLockedValue { state in
+            defer { state.nextDownload += 1 }
+            return state.nextDownload
+        }
+    }
+
+    /// The slots of `host` a new request would get at once: none while a request waits or a
+    /// file of a batch is still to begin (``HostShares/room(pending:)``).
+    func room(host: String) -> Int {
+        state.withLockedValue { state in
+            let pending = state.pending[host, default: 0]
+            return state.hosts[host]?.room(pending: pending) ?? (pending > 0 ? 0 : cap)
+        }
+    }
+
+    /// Counts `change` more (or, negative, fewer) files of a batch that will ask for `host` and
+    /// have not begun.
+    func expect(host: String, _ change: Int) {
+        state.withLockedValue { state in
+            let count = state.pending[host, default: 0] + change
+            state.pending[host] = count > 0 ? count : nil
+        }
+    }
+
+    /// Waits for a slot of `host` for `download`. `waiting` is called (before the wait) only when
+    /// there is a wait. Returns `false`, without a slot, when the task is cancelled while waiting.
+    func acquire(host: String, download: Int, waiting: () -> Void = {}) async -> Bool {
+        let answer = state.withLockedValue { state -> HostShares.Answer in
+            let answer = state.hosts[host, default: HostShares(cap: cap)].request(for: download)
+            if case .waiting = answer { state.waits += 1 }
+            state.peakInUse = max(state.peakInUse, state.hosts[host]!.inUse)
+            return answer
+        }
+        guard case .waiting(let ticket) = answer else { return true }
+        waiting()
+        let waiter = Waiter(host: host, ticket: ticket)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let decided = state.withLockedValue { state -> Bool? in
+                    if state.cancelled.remove(waiter) != nil { return false }
+                    if state.granted.remove(waiter) != nil { return true }
+                    state.waiters[waiter] = continuation
+                    return nil
+                }
+                if let decided { continuation.resume(returning: decided) }
+            }
+        } onCancel: {
+            let continuation = state.withLockedValue { state -> CheckedContinuation<Bool, Never>? in
+                // Granted already: the caller holds the slot and releases it.
+                guard state.hosts[host]?.withdraw(ticket) == true else { return nil }
+                guard let continuation = state.waiters.removeValue(forKey: waiter) else {
+                    state.cancelled.insert(waiter)
+                    return nil
+                }
+                return continuation
+            }
+            continuation?.resume(returning: false)
+        }
+    }
+
+    /// Gives back a slot of `host` held by `download`; the freed slot goes to a waiter, if any.
+    func release(host: String, download: Int) {
+        let granted = state.withLockedValue { state -> CheckedContinuation<Bool, Never>? in
+            guard let ticket = state.hosts[host]?.release(by: download) else {
+                if state.hosts[host]?.inUse == 0 { state.hosts[host] = nil }
+                return nil
+            }
+            let waiter = Waiter(host: host, ticket: ticket)
+            state.peakInUse = max(state.peakInUse, state.hosts[host]!.inUse)
+            guard let continuation = state.waiters.removeValue(forKey: waiter) else {
+                state.granted.insert(waiter)  // told when it comes to wait
+                return nil
+            }
+            return continuation
+        }
+        granted?.resume(returning: true)
+    }
+}

@@ -1,0 +1,4 @@
+import SplitfetchCLI
+
+// The command lives in the SplitfetchCLI library, where Swift tests reach it.
+await SplitfetchCommand.runCommandLine()

@@ -1,0 +1,165 @@
+import ArgumentParser
+import Foundation
+import Splitfetch
+@testable import SplitfetchCLI
+import Testing
+
+/// The command line as swift-argument-parser and the getopt pre-pass read it: values, defaults,
+/// conventions curl, wget and aria2 users know, and the checks that make a usage error.
+@Suite("Command-line parsing")
+struct CommandParsingTests {
+    /// Parses as the command does: the cluster pre-pass, then swift-argument-parser.
+    static func parse(_ arguments: [String]) throws -> SplitfetchCommand {
+        let parsed = try SplitfetchCommand.parseAsRoot(SplitfetchCommand.splittingClusters(arguments))
+        return try #require(parsed as? SplitfetchCommand)
+    }
+
+    @Test("getopt clusters ending in an option with its value are split", arguments: [
+        (["-qfn4", "u"], ["-q", "-f", "-n4", "u"]),
+        (["-qkj", "2"], ["-q", "-k", "-j", "2"]),
+        (["-n16"], ["-n16"]),
+        (["-qk"], ["-qk"]),
+        (["--", "-qfn4"], ["--", "-qfn4"]),
+        (["--connections=4", "-xq"], ["--connections=4", "-xq"]),
+    ] as [([String], [String])])
+    func clusters(arguments: [String], expected: [String]) {
+        #expect(SplitfetchCommand.splittingClusters(arguments) == expected)
+    }
+
+    @Test func valuesAndDefaultsReachTheOptions() throws {
+        let command = try Self.parse(["-qfn16", "--min-segment-size", "512K", "--limit-rate=8M", "--stall-timeout", "2.5",
+                                      "-H", "A: 1", "-H", "B: 2", "--retries", "3", "https://example.org/f.iso"])
+        #expect(command.urls == ["https://example.org/f.iso"])
+        #expect(command.output.quiet && command.output.force)
+        let options = command.makeOptions()
+        #expect(options.connections == 16)
+        #expect(options.minimumSegmentSize == 512 << 10)
+        #expect(options.rateLimit?.bytesPerSecond == 8 << 20)
+        #expect(options.stallTimeout == .milliseconds(2500))
+        #expect(options.headers == ["A: 1", "B: 2"])
+        #expect(options.retries == 3)
+        let defaults = try Self.parse(["https://example.org/f.iso"]).makeOptions()
+        #expect(defaults.connections == DownloadOptions().connections && defaults.retries == DownloadOptions().retries)
+    }
+
+    /// The value after an option that takes one is that value, even when it starts with `-`.
+    @Test func aValueMayStartWithADash() throws {
+        let command = try Self.parse(["-o", "-dash.bin", "https://example.org/f"])
+        #expect(command.output.output == "-dash.bin")
+    }
+
+    @Test("usage errors are refused before anything runs", arguments: [
+        [],
+        ["-n", "0", "u"],
+        ["-n", "65", "u"],
+        ["--jobs", "0", "u"],
+        ["-o", "x", "u1", "u2"],
+        ["--retries", "-1", "u"],
+        ["--min-segment-size", "0", "u"],
+        ["--limit-rate", "0", "u"],
+        ["--stall-timeout", "0", "u"],
+        ["-u", "nopassword", "u"],
+        ["--checksum", "sha-256=00", "u1", "u2"],
+        ["--mirror", "m", "u1", "u2"],
+        ["--bogus", "u"],
+        ["--min-segment-size", "12Q", "u"],
+    ] as [[String]])
+    func usageErrors(arguments: [String]) {
+        #expect(throws: (any Error).self) { _ = try Self.parse(arguments) }
+        do {
+            _ = try Self.parse(arguments)
+        } catch {
+            #expect(SplitfetchCommand.exitCode(for: error) != .success, "\(arguments)")
+        }
+    }
+}
+
+/// The exit statuses: one for each error code, documented in `--help`.
+@Suite("Exit statuses")
+struct ExitStatusTests {
+    @Test("each error code has its status", arguments: [
+        (DownloadError.Code.usage, Int32(2)), (.network, 3), (.http, 4), (.protocolViolation, 5), (.fileIO, 6),
+        (.outputExists, 7), (.resumeConflict, 8), (.badManifest, 9), (.remoteChanged, 10), (.sizeLimit, 11), (.proxy, 12),
+        (.integrity, 13), (.outputClosed, 14), (.timedOut, 15), (.interrupted, 130),
+    ] as [(DownloadError.Code, Int32)])
+    func statusOfCode(code: DownloadError.Code, status: Int32) {
+        #expect(ExitStatus(code).rawValue == status)
+    }
+
+    @Test func everyStatusIsInTheHelpTable() {
+        let lines = ExitStatus.table.split(separator: "\n")
+        #expect(lines.count == ExitStatus.allCases.count)
+        for status in ExitStatus.allCases {
+            #expect(lines.contains { $0.hasPrefix("  \(status.rawValue) ") && $0.hasSuffix(status.meaning) }, "\(status)")
+        }
+        #expect(Set(ExitStatus.allCases.map(\.rawValue)).count == ExitStatus.allCases.count)
+    }
+
+    @Test func aRemedyBecomesTheOptionThatHelps() {
+        #expect(ExitStatus.hint(for: .restart).contains("--restart"))
+        #expect(ExitStatus.hint(for: .allowOverwrite).contains("--force"))
+        #expect(ExitStatus.hint(for: .raiseMaximumSize).contains("--max-size"))
+        #expect(ExitStatus.hint(for: nil).isEmpty)
+    }
+}
+
+/// The JSON the command writes: `--events` lines and `--stats-json` of a batch.
+@Suite("JSON outputs")
+struct JSONOutputTests {
+    static func object(_ value: some Encodable) throws -> [String: Any] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let data = try encoder.encode(value)
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    static func line(_ event: DownloadEvent, download: Int = 0) throws -> [String: Any] {
+        var line = EventLine(event: "", download: download, elapsed: 1.5)
+        line.fill(from: event)
+        return try object(line)
+    }
+
+    @Test func aSplitLineNamesItsConnectionAndRange() throws {
+        let json = try Self.line(.split(connection: 3, range: 100..<200), download: 2)
+        #expect(json["event"] as? String == "split")
+        #expect(json["schema"] as? Int == EventLog.schema)
+        #expect(json["download"] as? Int == 2)
+        #expect(json["connection"] as? Int == 3)
+        #expect(json["range"] as? [Int] == [100, 200])
+        // Fields of other kinds are left out, not written as null.
+        #expect(json["statistics"] == nil && json["error"] == nil && json["url"] == nil)
+    }
+
+    @Test func aFailedLineCarriesTheErrorAndTheExitStatus() throws {
+        let json = try Self.line(.failed(DownloadError(.http, "http://h/f: HTTP 404 Not Found", httpStatus: 404)))
+        #expect(json["event"] as? String == "failed")
+        #expect(json["exitStatus"] as? Int == 4)
+        let error = try #require(json["error"] as? [String: Any])
+        #expect(error["httpStatus"] as? Int == 404)
+        #expect(error["message"] as? String == "http://h/f: HTTP 404 Not Found")
+        #expect(error["code"] as? String == DownloadError.Code.http.description)
+        let interrupted = try Self.line(.failed(DownloadError(.interrupted, "stopped")))
+        #expect(interrupted["exitStatus"] as? Int == 130)
+    }
+
+    @Test func aStartedLineSaysHowAndWithHowMany() throws {
+        let json = try Self.line(.started(mode: .segmented, connections: 8, size: 1 << 20))
+        #expect(json["event"] as? String == "started")
+        #expect(json["mode"] as? String == "segmented")
+        #expect(json["connectionCount"] as? Int == 8)
+        #expect(json["size"] as? Int == 1 << 20)
+    }
+
+    @Test func aBatchsStatisticsCountItsFailures() throws {
+        let failure = FailedDownload(url: "http://h/f", path: "/d/f",
+                                     error: .init(DownloadError(.integrity, "digest differs")), exitStatus: 13)
+        let batch = BatchStatistics(files: [], fileCount: 1, failed: 1, failures: [failure], size: 0, seconds: 2,
+                                    averageBytesPerSecond: 0)
+        let json = try Self.object(batch)
+        #expect(json["fileCount"] as? Int == 1 && json["failed"] as? Int == 1)
+        let failures = try #require(json["failures"] as? [[String: Any]])
+        #expect(failures.first?["exitStatus"] as? Int == 13)
+        #expect(failures.first?["url"] as? String == "http://h/f")
+        #expect((failures.first?["error"] as? [String: Any])?["message"] as? String == "digest differs")
+    }
+}
