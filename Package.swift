@@ -35,6 +35,8 @@ let package = Package(
         // Test support: drives the pure core on a virtual clock with simulated servers.
         .target(name: "DownloadSimulation", dependencies: ["DownloadCore"], swiftSettings: strict),
         .target(name: "CShims"),
+        // Percent-encoding, shared by the library and the test server.
+        .target(name: "PercentEncoding", swiftSettings: strict),
         // OpenSSL's libcrypto, which libcurl4-openssl loads anyway: SHA-256/512, SHA-1, MD5.
         .systemLibrary(name: "COpenSSLCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(
@@ -42,6 +44,7 @@ let package = Package(
             dependencies: [
                 "CCurl",
                 "CShims",
+                "PercentEncoding",
                 "COpenSSLCrypto",
                 // RFC 8941 structured fields (Repr-Digest, Content-Digest), without Foundation.
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
@@ -72,6 +75,7 @@ let package = Package(
         .target(
             name: "TestHTTPServer",
             dependencies: [
+                "PercentEncoding",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -101,7 +105,7 @@ let package = Package(
         .testTarget(
             name: "SplitfetchTests",
             dependencies: [
-                "Splitfetch", "TestHTTPServer", "DownloadCore",
+                "Splitfetch", "TestHTTPServer", "DownloadCore", "PercentEncoding",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,5 +1,12 @@
 # Helpers shared by the scripts; source it, don't run it.
 
+# The end-to-end scripts' harness: `pass WHAT` and `fail WHAT [DETAIL]` count a check and print
+# its line; `finish NAME` prints "NAME: N passed, M failed" and fails when any check did.
+passed=0; failed=0
+pass() { passed=$((passed + 1)); echo "ok   - $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL - $1${2:+ ($2)}"; }
+finish() { echo "$1: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; }
+
 # The release build that users and benchmarks run: the Swift runtime linked statically, so the
 # process starts faster (--version: 7.0 ms instead of 9.3 ms here), linked with the toolchain's
 # lld (the system linker warns about a mktemp use inside static Foundation).

@@ -294,24 +294,10 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
     }
 }
 
-/// The text of a file, or of standard input for `-`.
+/// The text of a file, or of standard input for `-` (at most 64 MiB).
 func readText(_ path: String) -> String? {
-    let file = path == "-" ? fdopen(dup(STDIN_FILENO), "r") : fopen(path, "r")
-    guard let file else { return nil }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = fread(&buffer, 1, buffer.count, file)
-        if n <= 0 { break }
-        bytes += buffer[0..<n]
+    guard let bytes = try? FileSystem.readAll(path == "-" ? "/dev/stdin" : path, limit: 64 << 20, followingLinks: true) else {
+        return nil
     }
     return String(decoding: bytes, as: UTF8.self)
-}
-
-extension Duration {
-    var seconds: Double {
-        let c = components
-        return Double(c.seconds) + Double(c.attoseconds) / 1e18
-    }
 }

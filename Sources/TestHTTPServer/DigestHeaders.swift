@@ -1,3 +1,4 @@
+import PercentEncoding
 import Crypto
 import FoundationEssentials
 import NIOConcurrencyHelpers
@@ -43,7 +44,7 @@ enum DigestHeaders {
             default: break
             }
         }
-        for line in (query["addheader"].map(percentDecode) ?? "").split(separator: "|") {
+        for line in (query["addheader"].map { percentDecoded(Substring($0)) } ?? "").split(separator: "|") {
             guard let colon = line.firstIndex(of: ":") else { continue }
             var value = String(line[line.index(after: colon)...]).trimmingCharactersInSpaces()
             let sha256 = base64(file.sha256)

@@ -1,3 +1,4 @@
+import PercentEncoding
 import NIOCore
 import NIOHTTP1
 
@@ -252,10 +253,10 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         headers.add(name: "Last-Modified", value: "Mon, 02 Nov 2026 10:00:00 GMT")
         headers.add(name: "Content-Type", value: fault == "multipart" ? "multipart/byteranges; boundary=X" : "application/octet-stream")
         if fault == "gzip" { headers.add(name: "Content-Encoding", value: "gzip") }
-        if let disposition = q["cd"] { headers.add(name: "Content-Disposition", value: percentDecode(disposition)) }
+        if let disposition = q["cd"] { headers.add(name: "Content-Disposition", value: percentDecoded(Substring(disposition))) }
         // `mirrors=URL|URL`: RFC 6249 links to mirrors of the file, in priority order.
         if let mirrors = q["mirrors"] {
-            let links = percentDecode(mirrors).split(separator: "|").enumerated().map { "<\($0.element)>; rel=duplicate; pri=\($0.offset + 1)" }
+            let links = percentDecoded(Substring(mirrors)).split(separator: "|").enumerated().map { "<\($0.element)>; rel=duplicate; pri=\($0.offset + 1)" }
             headers.add(name: "Link", value: links.joined(separator: ", "))
         }
         // `digestchange=head`: a HEAD states the digest of other bytes (same size and ETag), as
@@ -268,8 +269,8 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var chunked = false
         let extra: Int64 = fault == "long" ? 1000 : 0
         if let cl = q["cl"] {
-            headers.add(name: "Content-Length", value: percentDecode(cl))
-            if let cl2 = q["cl2"] { headers.add(name: "Content-Length", value: percentDecode(cl2)) }
+            headers.add(name: "Content-Length", value: percentDecoded(Substring(cl)))
+            if let cl2 = q["cl2"] { headers.add(name: "Content-Length", value: percentDecoded(Substring(cl2))) }
             closeAfter = true
         } else if isHead, let length = q["headlength"] {
             headers.add(name: "Content-Length", value: length)

@@ -1,4 +1,7 @@
-/// Request parsing helpers of the test server: `Range` headers, percent-encoding, dates.
+import PercentEncoding
+
+/// Request parsing helpers of the test server: `Range` headers and dates (percent-encoding is the
+/// PercentEncoding module's).
 
 #if canImport(Glibc)
 import Glibc
@@ -39,46 +42,7 @@ extension String {
     }
 }
 
-/// Decodes `%XX` escapes (and `+` is left alone).
-func percentDecode(_ text: String) -> String {
-    var bytes: [UInt8] = []
-    let input = Array(text.utf8)
-    var i = 0
-    func hex(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 48...57: c - 48
-        case 65...70: c - 55
-        case 97...102: c - 87
-        default: nil
-        }
-    }
-    while i < input.count {
-        if input[i] == 37, i + 2 < input.count, let h = hex(input[i + 1]), let l = hex(input[i + 2]) {
-            bytes.append(h << 4 | l)
-            i += 3
-        } else {
-            bytes.append(input[i])
-            i += 1
-        }
-    }
-    return String(decoding: bytes, as: UTF8.self)
-}
 
-/// Encodes everything but unreserved characters as `%XX`, for building test URLs.
-public func percentEncode(_ text: String) -> String {
-    var out = ""
-    for b in text.utf8 {
-        switch b {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-            out.append(Character(Unicode.Scalar(b)))
-        default:
-            let h = String(b, radix: 16, uppercase: true)
-            out += "%" + (h.count == 1 ? "0" + h : h)
-        }
-    }
-    return out
-}
 
 /// An IMF-fixdate `seconds` from now, for `Retry-After` dates.
 func httpDate(secondsFromNow seconds: Int64) -> String {

@@ -1,3 +1,4 @@
+import PercentEncoding
 import NIOCore
 import NIOHTTP1
 
@@ -55,7 +56,7 @@ enum ScriptedAnswer {
             return .answer(.forbidden, body: "Request has expired\n", headers: [])
         }
         if let target = query["redirect"] {
-            return .answer(.found, body: redirectBody, headers: [("Location", percentDecode(target))])
+            return .answer(.found, body: redirectBody, headers: [("Location", percentDecoded(Substring(target)))])
         }
         if path.hasPrefix("/loop/") {
             return .answer(.found, body: "", headers: [("Location", head.uri)])

@@ -151,15 +151,7 @@ struct FuzzMain {
         #else
         // Without libFuzzer (a plain build): run each file given once, to replay a crash or a corpus.
         for path in arguments.dropFirst(2) {
-            guard let file = fopen(path, "rb") else { continue }
-            var bytes: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let n = fread(&buffer, 1, buffer.count, file)
-                if n <= 0 { break }
-                bytes += buffer[0..<n]
-            }
-            fclose(file)
+            guard let bytes = try? FileSystem.readAll(path, limit: .max, followingLinks: true) else { continue }
             fuzz(selectedTarget, bytes)
         }
         #endif

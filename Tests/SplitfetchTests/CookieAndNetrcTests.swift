@@ -2,6 +2,7 @@
 import SystemPackage
 import TestHTTPServer
 import Testing
+import PercentEncoding
 
 /// `--load-cookies` and `--netrc`: what a cookie file says, which request gets which cookie, and
 /// that cookies and netrc credentials reach only the origin of the URL given.

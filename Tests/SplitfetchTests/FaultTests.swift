@@ -2,6 +2,7 @@
 import SystemPackage
 import TestHTTPServer
 import Testing
+import PercentEncoding
 
 #if canImport(Glibc)
 import Glibc

@@ -2,6 +2,7 @@ import Splitfetch
 import SystemPackage
 import TestHTTPServer
 import Testing
+import PercentEncoding
 
 /// Downloads checked against digests, end to end through the library and the test server.
 @Suite("Integrity")

@@ -39,8 +39,8 @@ struct SegmentSinkTests {
         var writebacks: [Int] = []
         for start in starts {
             let range = start.range!
-            let sink = SegmentSink(machine: machine, transfer: start.id, file: file, counters: ConnectionCounters(id: start.connection),
-                                   requested: range, total: Self.size, url: "http://127.0.0.1/file", etag: nil,
+            let target = SinkTarget(machine: machine, transfer: start.id, file: file, counters: ConnectionCounters(id: start.connection))
+            let sink = SegmentSink(target, requested: range, total: Self.size, url: "http://127.0.0.1/file", etag: nil,
                                    lastModified: nil, sentIfRange: false, startsWriteback: startsWriteback)
             var head = ResponseHead()
             head.status = 206

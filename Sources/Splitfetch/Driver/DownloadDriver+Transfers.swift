@@ -18,17 +18,17 @@ extension DownloadDriver {
         }
         connectionOf[start.id] = start.connection
         let url = url(ofSource: start.source)
+        let target = SinkTarget(machine: shared, transfer: start.id, file: file!, counters: counter, reader: reader,
+                                rateLimit: options.rateLimit)
         if let range = start.range {
             // A mirror's validators are its own: its identity check and each 206's total vouch for it.
             let mirror = start.source != 0
-            return SegmentSink(machine: shared, transfer: start.id, file: file!, counters: counter, requested: range,
-                               total: shared.withLock { $0.table?.size ?? 0 }, url: url, etag: mirror ? nil : resource.etag,
-                               lastModified: mirror ? nil : resource.lastModified, sentIfRange: sentIfRange, reader: reader,
-                               rateLimit: options.rateLimit, startsWriteback: options.syncBeforeRename)
+            return SegmentSink(target, requested: range, total: shared.withLock { $0.table?.size ?? 0 }, url: url,
+                               etag: mirror ? nil : resource.etag, lastModified: mirror ? nil : resource.lastModified,
+                               sentIfRange: sentIfRange, startsWriteback: options.syncBeforeRename)
         }
         counter.bytes.store(0, ordering: .relaxed)
-        return StreamSink(machine: shared, transfer: start.id, file: file!, counters: counter, expectedSize: resource.size,
-                          url: url, maximumSize: options.maximumSize, reader: reader, rateLimit: options.rateLimit)
+        return StreamSink(target, expectedSize: resource.size, url: url, maximumSize: options.maximumSize)
     }
 
     func begin(_ start: DownloadMachine.TransferStart) {

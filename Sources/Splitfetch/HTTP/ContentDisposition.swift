@@ -1,3 +1,4 @@
+import PercentEncoding
 /// Reading a file name from `Content-Disposition` (RFC 6266), without trusting it: callers pass
 /// the result through ``safeFileName(_:)``.
 package enum ContentDisposition {

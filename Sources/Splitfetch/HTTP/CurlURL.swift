@@ -1,4 +1,5 @@
 import CCurl
+import PercentEncoding
 
 /// A URL as libcurl's own parser (`curl_url()`) reads it: the parser libcurl connects with, and
 /// so the one that decides origins and credentials. Where a string scan and libcurl read a URL

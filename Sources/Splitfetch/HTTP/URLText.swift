@@ -1,4 +1,6 @@
-/// File names from URLs, and percent-decoding. Decisions about where a URL points (origins,
+import PercentEncoding
+
+/// File names from URLs (percent-decoding is in the PercentEncoding module). Decisions about where a URL points (origins,
 /// credentials) are made by ``CurlURL``, never by scanning text.
 
 /// The URL with any `user:password@` removed, for messages, logs and statistics; read by
@@ -7,36 +9,6 @@ public func redactedURL(_ url: String) -> String {
     CurlURL.redacting(url)
 }
 
-/// Decodes `%XX` escapes; invalid escapes are kept as they are; invalid UTF-8 is repaired.
-func percentDecoded(_ text: Substring) -> String {
-    String(decoding: percentDecodedBytes(text), as: UTF8.self)
-}
-
-/// The bytes of a `%XX`-encoded string; invalid escapes are kept as they are.
-func percentDecodedBytes(_ text: Substring) -> [UInt8] {
-    let input = Array(text.utf8)
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(input.count)
-    func hex(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 48...57: c - 48
-        case 65...70: c - 55
-        case 97...102: c - 87
-        default: nil
-        }
-    }
-    var i = 0
-    while i < input.count {
-        if input[i] == 37, i + 2 < input.count, let h = hex(input[i + 1]), let l = hex(input[i + 2]) {
-            bytes.append(h << 4 | l)
-            i += 3
-        } else {
-            bytes.append(input[i])
-            i += 1
-        }
-    }
-    return bytes
-}
 
 /// The file name a download of `url` gets by default: the last path component, percent-decoded
 /// and made safe (see ``safeFileName(_:)``); `index.html` when the path ends in `/` or is empty.

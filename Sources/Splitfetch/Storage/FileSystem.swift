@@ -1,5 +1,5 @@
 import CShims
-import SystemPackage
+package import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -13,7 +13,7 @@ import Glibc
 /// ``DownloadError/fileSystem(_:_:path:)`` turns an `Errno` into a message, in one place.
 ///
 /// Every call blocks: run them on an ``IOQueue``, never on Swift's cooperative pool.
-enum FileSystem {
+package enum FileSystem {
     /// Runs `call` (a C function returning -1 and setting `errno` on failure) until it is not
     /// interrupted by a signal.
     @discardableResult
@@ -116,7 +116,7 @@ enum FileSystem {
 
     /// The whole of the file at `path`, not following a symbolic link unless `followingLinks`;
     /// `nil` when there is none. Throws `EFBIG` when it is larger than `limit` bytes.
-    static func readAll(_ path: String, limit: Int, followingLinks: Bool = false) throws(Errno) -> [UInt8]? {
+    package static func readAll(_ path: String, limit: Int, followingLinks: Bool = false) throws(Errno) -> [UInt8]? {
         let fd: FileDescriptor
         do {
             let options: FileDescriptor.OpenOptions = followingLinks ? [.closeOnExec] : [.noFollow, .closeOnExec]

@@ -8,17 +8,13 @@ import Synchronization
 /// ``offset`` and ``accepted`` after the transfer ended. They are atomics, so no lock or unchecked
 /// claim is needed for that hand-over (ThreadSanitizer cannot see the continuation's edge).
 final class SegmentSink: TransferSink, Sendable {
-    let machine: SharedMachine
-    let transfer: DownloadMachine.TransferID
-    let file: OutputFile
-    let counters: ConnectionCounters
+    let target: SinkTarget
     let requested: ByteRange
     let total: Int64
     let url: String
     let etag: String?
     let lastModified: String?
     let sentIfRange: Bool
-    let reader: PrefixReader?
     /// Whether a sync will follow (``DownloadOptions/syncBeforeRename``): then a finished
     /// segment's pages start for the disk at once, unless it completes the file. Without one,
     /// the kernel writes them back in its own time, not on this process's clock.
@@ -35,19 +31,14 @@ final class SegmentSink: TransferSink, Sendable {
     /// Where the accepted body ends: the range's end, or earlier when the server capped it.
     var expectedEnd: Int64 { accepted ? acceptedThrough.load(ordering: .relaxed) : requested.upperBound }
 
-    init(machine: SharedMachine, transfer: DownloadMachine.TransferID, file: OutputFile, counters: ConnectionCounters,
-         requested: ByteRange, total: Int64, url: String, etag: String?, lastModified: String?, sentIfRange: Bool,
-         reader: PrefixReader? = nil, rateLimit: RateLimit? = nil, startsWriteback: Bool) {
-        self.reader = reader
+    init(_ target: SinkTarget, requested: ByteRange, total: Int64, url: String, etag: String?, lastModified: String?,
+         sentIfRange: Bool, startsWriteback: Bool) {
         self.startsWriteback = startsWriteback
-        pause = PauseState(reader: reader, rateLimit: rateLimit)
+        self.target = target
+        pause = PauseState(reader: target.reader, rateLimit: target.rateLimit)
         self.etag = etag
         self.lastModified = lastModified
         self.sentIfRange = sentIfRange
-        self.machine = machine
-        self.transfer = transfer
-        self.file = file
-        self.counters = counters
         self.requested = requested
         self.total = total
         self.url = url
@@ -72,36 +63,36 @@ final class SegmentSink: TransferSink, Sendable {
         var count = Int64(body.count)
         if offset + count > end {
             guard head.status == 200 else {
-                counters.received.wrappingAdd(count, ordering: .relaxed)
+                target.counters.received.wrappingAdd(count, ordering: .relaxed)
                 return .fail(DownloadError(.protocolViolation,
                     "\(redactedURL(url)): body runs past the range ending at byte \(end - 1)", isTransient: true))
             }
             count = end - offset  // a whole file from byte 0: this segment needs only its start
         }
-        let (id, at) = (transfer, offset)
+        let (id, at) = (target.transfer, offset)
         // A paused piece comes again: it is counted once, when taken.
-        if pause.shouldPause(through: offset + count, count: Int(count), machine: machine, transfer: id) { return .pause }
-        counters.received.wrappingAdd(Int64(body.count), ordering: .relaxed)
-        let allowed = count > 0 ? machine.withLock { $0.claim(id, offset: at, count: count) } : 0
+        if pause.shouldPause(through: offset + count, count: Int(count), machine: target.machine, transfer: id) { return .pause }
+        target.counters.received.wrappingAdd(Int64(body.count), ordering: .relaxed)
+        let allowed = count > 0 ? target.machine.withLock { $0.claim(id, offset: at, count: count) } : 0
         if allowed > 0 {
             do {
-                try file.write(UnsafeRawBufferPointer(rebasing: body[0..<Int(allowed)]), at: offset)
+                try target.file.write(UnsafeRawBufferPointer(rebasing: body[0..<Int(allowed)]), at: offset)
             } catch {
-                machine.withLock { $0.unclaim(id) }
+                target.machine.withLock { $0.unclaim(id) }
                 return .fail(error)
             }
             let through = offset + allowed
             written.store(through, ordering: .relaxed)
-            let now = machine.now()
-            let prefix = machine.withLock { $0.commit(id, through: through, now: now); return $0.contiguousPrefix }
-            reader?.advance(to: prefix)
+            let now = target.machine.now()
+            let prefix = target.machine.withLock { $0.commit(id, through: through, now: now); return $0.contiguousPrefix }
+            target.reader?.advance(to: prefix)
             // A finished segment's pages start for the disk now, so the next checkpoint's sync finds
             // them on their way. Not when it completes the file (the written prefix reaches the end;
             // a small file's only segment does): the final `fdatasync` follows at once on an I/O
             // thread, while `sync_file_range` here would hold up this transport thread's other
             // transfers.
-            if through == end && startsWriteback && prefix < total { file.startWriteback(ByteRange(requested.lowerBound, end)) }
-            counters.bytes.wrappingAdd(allowed, ordering: .relaxed)
+            if through == end && startsWriteback && prefix < total { target.file.startWriteback(ByteRange(requested.lowerBound, end)) }
+            target.counters.bytes.wrappingAdd(allowed, ordering: .relaxed)
         }
         return allowed < Int64(body.count) ? .stop : .proceed
     }

@@ -59,14 +59,10 @@ final class PauseState: Sendable {
 ///
 /// Thread safety: as for ``SegmentSink``.
 final class StreamSink: TransferSink, Sendable {
-    let machine: SharedMachine
-    let transfer: DownloadMachine.TransferID
-    let file: OutputFile
-    let counters: ConnectionCounters
+    let target: SinkTarget
     let expectedSize: Int64?
     let url: String
     let maximumSize: Int64?
-    let reader: PrefixReader?
     private let written = Atomic<Int64>(0)
     private let pause: PauseState
     private let validated = Atomic<Bool>(false)
@@ -74,15 +70,10 @@ final class StreamSink: TransferSink, Sendable {
     /// Bytes written from offset 0.
     var offset: Int64 { written.load(ordering: .relaxed) }
 
-    init(machine: SharedMachine, transfer: DownloadMachine.TransferID, file: OutputFile, counters: ConnectionCounters,
-         expectedSize: Int64?, url: String, maximumSize: Int64?, reader: PrefixReader? = nil, rateLimit: RateLimit? = nil) {
-        self.reader = reader
-        pause = PauseState(reader: reader, rateLimit: rateLimit)
-        self.machine = machine
-        self.transfer = transfer
+    init(_ target: SinkTarget, expectedSize: Int64?, url: String, maximumSize: Int64?) {
+        self.target = target
+        pause = PauseState(reader: target.reader, rateLimit: target.rateLimit)
         self.maximumSize = maximumSize
-        self.file = file
-        self.counters = counters
         self.expectedSize = expectedSize
         self.url = url
     }
@@ -118,8 +109,8 @@ final class StreamSink: TransferSink, Sendable {
         }
         let offset = written.load(ordering: .relaxed)
         let count = Int64(body.count)
-        if pause.shouldPause(through: offset + count, count: Int(count), machine: machine, transfer: transfer) { return .pause }
-        counters.received.wrappingAdd(count, ordering: .relaxed)
+        if pause.shouldPause(through: offset + count, count: Int(count), machine: target.machine, transfer: target.transfer) { return .pause }
+        target.counters.received.wrappingAdd(count, ordering: .relaxed)
         if let expectedSize, offset + count > expectedSize {
             return .fail(DownloadError(.protocolViolation, "\(redactedURL(url)): body longer than its \(expectedSize) bytes", isTransient: true))
         }
@@ -128,16 +119,16 @@ final class StreamSink: TransferSink, Sendable {
                                        remedy: .raiseMaximumSize))
         }
         do {
-            try file.write(body, at: offset)
+            try target.file.write(body, at: offset)
         } catch {
             return .fail(error)
         }
         let through = offset + count
         written.store(through, ordering: .relaxed)
-        counters.bytes.wrappingAdd(count, ordering: .relaxed)
-        let (id, now) = (transfer, machine.now())
-        machine.withLock { $0.commit(id, through: through, now: now) }  // progress, for the stall deadline
-        reader?.advance(to: through)
+        target.counters.bytes.wrappingAdd(count, ordering: .relaxed)
+        let (id, now) = (target.transfer, target.machine.now())
+        target.machine.withLock { $0.commit(id, through: through, now: now) }  // progress, for the stall deadline
+        target.reader?.advance(to: through)
         return .proceed
     }
 
