@@ -101,7 +101,11 @@ let package = Package(
         .executableTarget(name: "sf-fuzz", dependencies: ["Splitfetch", "DownloadCore"], swiftSettings: strict),
         .testTarget(name: "DownloadCoreTests", dependencies: ["DownloadCore", "DownloadSimulation"],
                     swiftSettings: strict),
-        .testTarget(name: "SplitfetchCLITests", dependencies: ["SplitfetchCLI", "Splitfetch"], swiftSettings: strict),
+        .testTarget(
+            name: "SplitfetchCLITests",
+            dependencies: ["SplitfetchCLI", "Splitfetch", "TestHTTPServer", .product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "SplitfetchTests",
             dependencies: [
