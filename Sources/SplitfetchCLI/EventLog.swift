@@ -7,8 +7,8 @@ import Glibc
 #endif
 
 /// `--events FILE|-`: every download's events as JSON lines, one object a line, in the schema the
-/// README documents (*Events*). Field names are stable within a schema version; new fields may
-/// be added, and a reader ignores those it does not know.
+/// manual documents (Documentation/Manual/Events.md). Field names are stable within a schema
+/// version; new fields may be added, and a reader ignores those it does not know.
 ///
 /// Lines are encoded and written in order on a serial dispatch queue of their own, so a slow
 /// reader of the file (a pipe) never blocks Swift's cooperative pool.

@@ -1,6 +1,7 @@
 import Splitfetch
 
-/// The command's exit statuses. Documented in the README and in `--help`.
+/// The command's exit statuses. Documented in the manual (Documentation/Manual/ExitStatus.md)
+/// and in `--help`.
 enum ExitStatus: Int32, CaseIterable {
     case success = 0
     case failure = 1

@@ -5,16 +5,6 @@ import Splitfetch
 import Glibc
 #endif
 
-/// `--progress`: how a download's progress is shown.
-enum ProgressStyle: String, ExpressibleByArgument, CaseIterable {
-    /// A live bar on a terminal (with a line per connection on a wide one); plain lines otherwise.
-    case bar
-    /// A plain line every few seconds, terminal or not.
-    case lines
-    /// No progress; messages and the summary still appear.
-    case none
-}
-
 /// Draws progress on standard error: a live bar on a terminal, with one line per connection
 /// (its range, speed, state and bytes) under it when the terminal is wide enough, as axel and
 /// aria2 show; a plain line every few seconds otherwise; and a one-line summary at the end.

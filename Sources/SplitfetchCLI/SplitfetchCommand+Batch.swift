@@ -39,7 +39,7 @@ extension SplitfetchCommand {
         let jobs = input.jobs
         let directory = output.directory
         // Made once, not once per URL.
-        if let directory, let problem = createDirectories(directory) { return fail(.fileIO, problem) }
+        if let directory, let problem = Self.createDirectories(directory) { return fail(.fileIO, problem) }
         let session = Session(maximumConnectionsPerHost: transfer.maxConnectionsPerHost,
                               maximumConnections: max(8, jobs * options.connections))
         let quiet = output.quiet

@@ -208,7 +208,7 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
             return fail(error.code == .usage ? .usage : ExitStatus(error.code), error.message)
         }
 
-        if let directory = output.directory, !output.toStandardOutput, let problem = createDirectories(directory) {
+        if let directory = output.directory, !output.toStandardOutput, let problem = Self.createDirectories(directory) {
             return fail(.fileIO, problem)
         }
         if security.insecure {

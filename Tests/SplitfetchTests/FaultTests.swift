@@ -8,7 +8,7 @@ import PercentEncoding
 import Glibc
 #endif
 
-/// One row of the README's fault table per test: the server misbehaves as scripted, and the
+/// A closer look at the fault table's rows (Tests/Faults/faults.tsv), one per test: the server misbehaves as scripted, and the
 /// download either finishes with the right SHA-256 or stops with a clear error and no file under
 /// the final name.
 @Suite("Misbehaving servers")

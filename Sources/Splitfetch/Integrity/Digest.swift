@@ -1,56 +1,5 @@
 import FoundationEssentials
 
-/// A message digest algorithm the hasher can compute.
-///
-/// The names are those of the IANA "Hash Algorithms for HTTP Digest Fields" registry (RFC 9530):
-/// `sha-256`, `sha-512`, and the insecure `sha-1` and `md5`, kept for old checksum lists and for
-/// servers that offer nothing else.
-public enum DigestAlgorithm: String, Sendable, CaseIterable, Codable, Comparable {
-    case sha256 = "sha-256"
-    case sha512 = "sha-512"
-    case sha1 = "sha-1"
-    case md5
-
-    /// Reads a name in any of the spellings people and servers use: `sha-256`, `SHA256`,
-    /// `sha_256`, `SHA-256`; `nil` for an algorithm not supported here.
-    public init?(name: some StringProtocol) {
-        let key = name.lowercased().filter { $0 != "-" && $0 != "_" }
-        switch key {
-        case "sha256": self = .sha256
-        case "sha512": self = .sha512
-        case "sha1", "sha": self = .sha1
-        case "md5": self = .md5
-        default: return nil
-        }
-    }
-
-    /// The digest's length in bytes.
-    public var byteCount: Int {
-        switch self {
-        case .sha256: 32
-        case .sha512: 64
-        case .sha1: 20
-        case .md5: 16
-        }
-    }
-
-    /// Whether a match proves the bytes are the publisher's against an adversary (SHA-2), not
-    /// only against accidents (SHA-1, MD5).
-    public var isSecure: Bool { self == .sha256 || self == .sha512 }
-
-    /// Ordered by strength: `md5 < sha-1 < sha-256 < sha-512`.
-    public static func < (a: DigestAlgorithm, b: DigestAlgorithm) -> Bool { a.strength < b.strength }
-
-    private var strength: Int {
-        switch self {
-        case .md5: 0
-        case .sha1: 1
-        case .sha256: 2
-        case .sha512: 3
-        }
-    }
-}
-
 /// A digest value: an algorithm and its bytes.
 ///
 /// Encoded in JSON as `{"algorithm": "sha-256", "hex": "…"}`.
@@ -186,35 +135,4 @@ public enum DigestSource: Sendable, Hashable, Codable, CustomStringConvertible {
         case .googleHash: "the server's x-goog-hash"
         }
     }
-}
-
-/// A digest the finished file must have, and who said so.
-public struct ExpectedDigest: Sendable, Hashable, Codable, CustomStringConvertible {
-    public var digest: Digest
-    public var source: DigestSource
-
-    public init(_ digest: Digest, source: DigestSource) {
-        self.digest = digest
-        self.source = source
-    }
-
-    /// Reads `ALG=VALUE` (`sha-256=9f86…`, hex or base64), as `--checksum` takes it.
-    ///
-    /// - Throws: ``DownloadError`` (``DownloadError/Code/usage``) naming what is wrong.
-    public init(parsing text: String, source: DigestSource = .given) throws(DownloadError) {
-        guard let equals = text.firstIndex(of: "=") else {
-            throw DownloadError(.usage, "checksum \"\(text.prefix(80))\" is not of the form ALGORITHM=VALUE (sha-256=…)")
-        }
-        let name = text[..<equals]
-        guard let algorithm = DigestAlgorithm(name: name) else {
-            throw DownloadError(.usage, "unknown checksum algorithm \"\(name.prefix(20))\" (use sha-256, sha-512, sha-1 or md5)")
-        }
-        guard let digest = Digest(algorithm, text: text[text.index(after: equals)...]) else {
-            throw DownloadError(.usage,
-                "the \(algorithm.rawValue) value is not \(algorithm.byteCount * 2) hex digits or \(algorithm.byteCount) bytes in base64")
-        }
-        self.init(digest, source: source)
-    }
-
-    public var description: String { "\(digest) from \(source)" }
 }
