@@ -114,6 +114,20 @@ package enum FileSystem {
         try retryingInterrupts { Glibc.link(source, target) }
     }
 
+    /// The names in the directory at `path` (not `.` and `..`), in the order the directory gives.
+    static func names(inDirectory path: String) throws(Errno) -> [String] {
+        guard let directory = opendir(path) else { throw Errno(rawValue: errno) }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
     /// The whole of the file at `path`, not following a symbolic link unless `followingLinks`;
     /// `nil` when there is none. Throws `EFBIG` when it is larger than `limit` bytes.
     package static func readAll(_ path: String, limit: Int, followingLinks: Bool = false) throws(Errno) -> [UInt8]? {
