@@ -27,6 +27,26 @@ struct LimitsTests {
         #expect(limit.take(1, now: start + .seconds(60)) != nil)
     }
 
+    /// A changed rate holds from the change on: the debt is paid at the new rate, and the burst
+    /// is the new rate's.
+    @Test func aChangedRateHoldsFromTheChangeOn() throws {
+        let limit = RateLimit(bytesPerSecond: 4_000_000)
+        let start = ContinuousClock.now
+        #expect(limit.take(600_000, now: start) == nil)  // 200,000 of debt beyond the 400,000 burst
+        limit.setBytesPerSecond(1_000_000, now: start)
+        #expect(limit.bytesPerSecond == 1_000_000 && limit.burst == 100_000)
+        // The debt is paid at 1 MB/s now: 0.2 s, not 0.05 s.
+        let wait = try #require(limit.take(1, now: start))
+        #expect(abs(wait.seconds - 0.201) < 1e-6)
+        // Up to 8 MB/s: ten idle seconds earn the new burst, 800,000, and no more; 200,000 of
+        // debt is then paid in 0.025 s.
+        limit.setBytesPerSecond(8_000_000, now: start + .milliseconds(201))
+        #expect(limit.burst == 800_000)
+        #expect(limit.take(1_000_000, now: start + .seconds(10)) == nil)
+        let after = try #require(limit.take(1, now: start + .seconds(10)))
+        #expect(abs(after.seconds - 0.026) < 1e-6)
+    }
+
     /// Over a whole download, the budget holds: the bytes could not have arrived faster than the
     /// rate allows (burst included), and every byte is right.
     @Test func aLimitedDownloadIsNeverFasterThanItsRate() async throws {
