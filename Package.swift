@@ -97,6 +97,16 @@ let package = Package(
             dependencies: ["DownloadSimulation", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
+        // A rate limit changed while a download runs, measured (scripts/bench --scenarios rc).
+        .executableTarget(
+            name: "sf-ratebench",
+            dependencies: [
+                "Splitfetch",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict
+        ),
         // libFuzzer targets for the parsers of untrusted input (scripts/fuzz).
         .executableTarget(name: "sf-fuzz", dependencies: ["Splitfetch", "DownloadCore"], swiftSettings: strict),
         .testTarget(name: "DownloadCoreTests", dependencies: ["DownloadCore", "DownloadSimulation"],

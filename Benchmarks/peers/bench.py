@@ -344,7 +344,7 @@ def main():
                     help="1-6 and 5l as in the README; 'c' = checkpoint overhead (splitfetch with and without checkpoints); "
                          "'v' = integrity: a verified download against download+sha256sum and aria2 --checksum; "
                          "'p' = -o - piped into sha256sum and slow or early-exiting readers, against curl -o -; "
-                         "'r' = --limit-rate 8M against its cap; "
+                         "'r' = --limit-rate 8M against its cap; 'rc' = a rate limit changed while running (4, 1, 8 MiB/s); "
                          "'m' = one file from three mirrors (2/4/8 MiB/s per connection, 4 each), against aria2 with the same URIs")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
@@ -393,6 +393,7 @@ def main():
 
     q = args.quick
     rows = []  # one per (scenario, tool, n)
+    rate_changes = []  # scenario rc: per run, each interval's target and measured rate
     servers = []
     try:
         nginx = None
@@ -532,6 +533,19 @@ def main():
                 "-d", os.path.dirname(out), url], True)
             bench("r1", "--limit-rate 8M, unthrottled nginx", f"http://127.0.0.1:{nginx.port}/r1.bin", size, sha, [8],
                   ["splitfetch --limit-rate 8M"], ideal_rate=lambda n: rate)
+        if "rc" in scenarios:
+            # A rate limit changed while one download runs (the library's RateLimit, through
+            # sf-ratebench): 4, then 1, then 8 MiB/s, 4 s each; each interval's rate against its cap.
+            tsr = TestServer(work, args.testserver, 0)
+            servers.append(tsr)
+            ratebench = os.path.join(os.path.dirname(os.path.abspath(args.splitfetch)), "sf-ratebench")
+            for r in range(args.runs):
+                out = subprocess.run([ratebench, f"http://127.0.0.1:{tsr.port}/size/{128 * MiB}/rc.bin", "--interval", "4"],
+                                     capture_output=True, text=True, timeout=60)
+                intervals = [json.loads(line) for line in out.stdout.splitlines()]
+                rate_changes.append(intervals)
+                print(f"bench: scenario rc run {r + 1}: " + ", ".join(
+                    f"{i['measured'] / MiB:.2f} MiB/s for {i['target'] / MiB:.0f}" for i in intervals), flush=True)
         if "p" in scenarios:
             def hash_of(size):
                 return subprocess.run([args.testserver, "hash", str(size)], capture_output=True, text=True, check=True).stdout.strip()
@@ -569,6 +583,11 @@ def main():
 
     write_results(args.results, rows)
     verdicts = integrity_verdicts(rows) + pipe_verdicts(rows) + mirror_verdicts(rows)
+    for run, intervals in enumerate(rate_changes):
+        within = all(abs(i["ratio"] - 1) <= 0.10 for i in intervals) and len(intervals) == 3
+        verdicts.append(f"rc run {run + 1}: rate changed while running, measured / cap per 4 s interval: " + ", ".join(
+            f"{i['target'] / MiB:.0f} MiB/s {i['ratio']:.3f}" for i in intervals) +
+            f" (target each within 10 %: {'met' if within else 'NOT met'})")
     for r in rows:
         if r["scenario"] == "r1" and "ideal_fraction" in r:
             off = (r["ideal_fraction"] - 1) * 100
