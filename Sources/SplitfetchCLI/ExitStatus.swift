@@ -50,6 +50,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .allowHTTPSDowngrade?: " (--allow-https-downgrade permits it)"
         case .raiseMaximumSize?: " (raise --max-size to accept it)"
         case .proxyCredentials?: " (give them in the proxy URL: --proxy http://user:password@host:port)"
+        case .resume?: "; run the same command to resume"
         default: ""
         }
     }

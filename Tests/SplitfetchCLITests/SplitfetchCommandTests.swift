@@ -99,6 +99,7 @@ struct ExitStatusTests {
         #expect(ExitStatus.hint(for: .restart).contains("--restart"))
         #expect(ExitStatus.hint(for: .allowOverwrite).contains("--force"))
         #expect(ExitStatus.hint(for: .raiseMaximumSize).contains("--max-size"))
+        #expect(ExitStatus.hint(for: .resume).contains("run the same command"))
         #expect(ExitStatus.hint(for: nil).isEmpty)
     }
 }

@@ -16,6 +16,10 @@ struct PartialDownloadTests {
                     let error = await interrupt(server.url(size: size, name: "f\(index).bin", seed: UInt64(index + 1)),
                                                 to: dir + "/f\(index).bin", options: options, after: 512 << 10)
                     #expect(error?.code == .interrupted, "\(error?.message ?? "finished")")
+                    // The library's words: what was kept, and that running it again resumes.
+                    #expect(error?.remedy == .resume)
+                    #expect(error?.message.contains(dir + "/f\(index).bin.part") == true && error?.message.contains("command") == false,
+                            "\(error?.message ?? "")")
                 }
                 // Not downloads: a manifest without its partial file, one that is not a manifest, a
                 // finished file, and a partial in a subdirectory.

@@ -71,7 +71,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
 
     /// What the caller could change so that the same download may succeed.
     public struct Remedy: Hashable, Sendable, CustomStringConvertible {
-        private enum Base: String { case restart, allowOverwrite, allowHTTPSDowngrade, raiseMaximumSize, proxyCredentials }
+        private enum Base: String { case restart, allowOverwrite, allowHTTPSDowngrade, raiseMaximumSize, proxyCredentials, resume }
         private let base: Base
         private init(_ base: Base) { self.base = base }
 
@@ -85,6 +85,8 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
         public static let raiseMaximumSize = Remedy(.raiseMaximumSize)
         /// Give the proxy's user name and password (in its URL).
         public static let proxyCredentials = Remedy(.proxyCredentials)
+        /// Run the same download again: its data is kept, and it resumes where it stopped.
+        public static let resume = Remedy(.resume)
 
         public var description: String { base.rawValue }
     }

@@ -182,7 +182,7 @@ public struct DownloadOptions: Sendable {
                 throw bad("proxy \(redactedURL(proxy)): the scheme must be one of \(Self.proxySchemes.sorted().joined(separator: ", "))")
             }
         }
-        if noProxy?.contains(where: { $0 == "\r" || $0 == "\n" }) == true { throw bad("--noproxy contains a line break") }
+        if noProxy?.contains(where: { $0 == "\r" || $0 == "\n" }) == true { throw bad("the list of hosts reached without the proxy contains a line break") }
         if case .file(let path)? = netrc, !FileSystem.exists(path.string) { throw bad("netrc file \(path) does not exist") }
         if let maximumTime, maximumTime <= .zero { throw bad("the time limit must be positive") }
         for mirror in mirrors {

@@ -38,7 +38,7 @@ struct FailureRecord {
         switch failure {
         case .cancelled:
             if standing.resumable {
-                return DownloadError(.interrupted, "paused at \(standing.percent)% — run the same command to resume (\(standing.partialPath))")
+                return DownloadError(.interrupted, "paused at \(standing.percent)%, kept in \(standing.partialPath)", remedy: .resume)
             }
             return DownloadError(.interrupted, "\(standing.url): interrupted")
         case .transfer(let id, let gaveUpAfter):
@@ -55,7 +55,8 @@ struct FailureRecord {
             return saving
         }
         if standing.resumable && error.code != .remoteChanged && error.code != .interrupted {
-            error.message += "; \(standing.percent)% kept in \(standing.partialPath), run the same command to resume"
+            error.message += "; \(standing.percent)% kept in \(standing.partialPath)"
+            if error.remedy == nil { error.remedy = .resume }
         }
         return error
     }
