@@ -24,10 +24,13 @@ public final class Download: Sendable {
     /// The settings in force.
     public let options: DownloadOptions
     /// Progress and lifecycle events. One consumer; finishes when `run()` returns. When the
-    /// consumer is slow, the oldest undelivered events are dropped.
+    /// consumer is slow, the oldest undelivered events are dropped. For more consumers, or one
+    /// that must never miss a lifecycle event, use ``subscribe(keepingProgress:)``.
     public let events: AsyncStream<DownloadEvent>
 
     private let continuation: AsyncStream<DownloadEvent>.Continuation
+    /// The subscribers of ``subscribe(keepingProgress:)``.
+    private let broadcast = EventBroadcast()
     private let started = Atomic<Bool>(false)
     private let session: Session?
     /// Takes the file in order instead of ``destination`` (a download read in order).
@@ -88,6 +91,17 @@ public final class Download: Sendable {
         (events, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(1024))
     }
 
+    /// A stream of this download's events for one more consumer: any number may follow one
+    /// download, each at its own pace, and none slows it. A subscriber that falls behind loses
+    /// only its own oldest progress events beyond `keepingProgress`, never another kind. It gets
+    /// the events from the moment it subscribes (subscribe before ``run()`` to see them all), and
+    /// its stream ends after the download's last event.
+    ///
+    /// - Parameter keepingProgress: progress events held for this subscriber at most (at least 1).
+    public func subscribe(keepingProgress: Int = 64) -> DownloadEvents {
+        DownloadEvents(subscriber: broadcast.subscribe(keepingProgress: keepingProgress))
+    }
+
     /// Returns once the download needs the network no more: every byte has arrived and only
     /// the sync and the rename are left, or it ended (also before ``run()`` is called, never).
     /// A caller fetching many files can start the next one while this one reaches the disk:
@@ -122,11 +136,13 @@ public final class Download: Sendable {
         defer {
             networkOver()
             continuation.finish()
+            broadcast.finish()
         }
         do throws(DownloadError) {
             return try await perform()
         } catch {
             continuation.yield(.failed(error))  // the last event, never dropped: the newest is kept
+            broadcast.emit(.failed(error))
             throw error
         }
     }
@@ -145,7 +161,10 @@ public final class Download: Sendable {
         var setup = DownloadSetup(url: url, destination: destination.string, options: options,
                             connector: Connector(transport: transport, limiter: session?.limiter),
                             policy: RequestPolicy(url: url, options: options),
-                            emit: { [continuation] in continuation.yield($0) },
+                            emit: { [continuation, broadcast] in
+                                continuation.yield($0)
+                                broadcast.emit($0)
+                            },
                             transferred: { [weak self] in self?.networkOver() })
         setup.consumer = consumer
         let result: Result<DownloadStatistics, DownloadError>
