@@ -188,7 +188,6 @@ public struct CappedBatchSimulator {
         let piece = min(max(1024, Int64(t.connection!.rate * scenario.paceInterval)), t.end - t.offset)
         guard piece > 0 else { return end(key, .completed, cut: false) }
         sent += piece
-        files[key.file]!.machine.hostRoom = room
         let allowed = files[key.file]!.machine.claim(t.id, offset: t.offset, count: piece)
         if allowed > 0 {
             if !files[key.file]!.ledger.record(ByteRange(t.offset, t.offset + allowed)) {
