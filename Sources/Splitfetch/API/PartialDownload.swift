@@ -28,9 +28,6 @@ public struct PartialDownload: Sendable, Equatable {
     /// Mirrors the download used.
     public var mirrors: [String]
 
-    /// The suffix of a manifest, beside its partial file.
-    static let manifestSuffix = ".part.json"
-
     /// Every partial download in `directory` (not in its subdirectories): each `NAME.part.json`
     /// whose `NAME.part` exists, in the order of their names. Manifests that cannot be read or
     /// decoded are left out, as files that are not a download's.
@@ -50,9 +47,10 @@ public struct PartialDownload: Sendable, Equatable {
             throw .fileSystem(error, .read, path: directory)
         }
         let prefix = directory.hasSuffix("/") ? directory : directory + "/"
-        return names.filter { $0.hasSuffix(manifestSuffix) }.sorted().compactMap { name in
-            let destination = prefix + String(name.dropLast(manifestSuffix.count))
-            guard FileSystem.sizeIfRegular(destination + ".part") != nil,
+        let suffix = PartialFile.manifestSuffix
+        return names.filter { $0.hasSuffix(suffix) }.sorted().compactMap { name in
+            let destination = prefix + String(name.dropLast(suffix.count))
+            guard FileSystem.sizeIfRegular(destination + PartialFile.partialSuffix) != nil,
                   let bytes = try? ManifestStore(path: prefix + name).read(),
                   let manifest = try? ManifestCodec.decode(bytes, path: prefix + name) else { return nil }
             return PartialDownload(url: manifest.url, finalURL: manifest.finalURL, destination: FilePath(destination),

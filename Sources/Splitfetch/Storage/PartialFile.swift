@@ -15,8 +15,12 @@ struct PartialFile: Sendable {
     let destination: String
     let options: DownloadOptions
 
-    var partialPath: String { destination + ".part" }
-    var manifestPath: String { destination + ".part.json" }
+    /// What the partial file's and the manifest's names add to the destination's.
+    static let partialSuffix = ".part"
+    static let manifestSuffix = ".part.json"
+
+    var partialPath: String { destination + Self.partialSuffix }
+    var manifestPath: String { destination + Self.manifestSuffix }
     var store: ManifestStore { ManifestStore(path: manifestPath) }
 
     /// An earlier run's partial file, locked, with its manifest.
