@@ -7,7 +7,7 @@ import Testing
 @Suite("Partial downloads")
 struct PartialDownloadTests {
     @Test func interruptedDownloadsAreListedAndResumeFromTheList() async throws {
-        try await withServer(.init(rateLimit: 2 << 20)) { server in
+        try await withServer(.init(rateLimit: 1 << 20)) { server in
             try await withTemporaryDirectory { dir in
                 let sizes: [Int64] = [(3 << 20) + 7, (2 << 20) + 11, 5 << 20]
                 var options = testOptions(connections: 4, minimumSegmentSize: 256 << 10)
@@ -32,7 +32,9 @@ struct PartialDownloadTests {
                 #expect(found.map(\.destination) == (0..<3).map { FilePath(dir + "/f\($0).bin") })
                 for (index, partial) in found.enumerated() {
                     #expect(partial.size == sizes[index])
-                    #expect(partial.bytesOnDisk > 0 && partial.bytesOnDisk < sizes[index], "\(partial.bytesOnDisk)")
+                    // Some bytes, as many as the manifest vouches for: a run slowed down (ThreadSanitizer)
+                    // may have had all of them when it was stopped.
+                    #expect(partial.bytesOnDisk > 0 && partial.bytesOnDisk <= sizes[index], "\(partial.bytesOnDisk)")
                     #expect(partial.url == server.url(size: sizes[index], name: "f\(index).bin", seed: UInt64(index + 1)))
                     #expect(partial.etag == "\"sf-\(sizes[index])-\(index + 1)\"")
                 }
