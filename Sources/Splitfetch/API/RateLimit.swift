@@ -9,7 +9,7 @@ import NIOConcurrencyHelpers
 /// so the socket is not read and TCP slows the sender) until the debt is paid back at the rate.
 /// Over any stretch longer than the burst, the bytes taken stay within the rate.
 ///
-/// The rate may change while downloads use it (``setBytesPerSecond(_:)``): what was earned at
+/// The rate may change while downloads use it (``setBytesPerSecond(_:now:)``): what was earned at
 /// the old rate is kept, up to the new burst, and every later piece pays at the new one, so a
 /// change takes effect within the wait of the transfers in debt (a tenth of a second, or one
 /// piece of body at the new rate).
