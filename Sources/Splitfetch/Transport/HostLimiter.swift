@@ -49,8 +49,8 @@ final class HostLimiter: Sendable {
     /// file of a batch is still to begin (``HostShares/room(pending:)``).
     func room(host: String) -> Int {
         state.withLockedValue { state in
-            let pending = state.pending[host, default: 0]
-            return state.hosts[host]?.room(pending: pending) ?? (pending > 0 ? 0 : cap)
+            // A host no request has used yet has every slot free: the same rule, on a fresh value.
+            state.hosts[host, default: HostShares(cap: cap)].room(pending: state.pending[host, default: 0])
         }
     }
 
