@@ -43,8 +43,7 @@ final class EventLog: @unchecked Sendable {
     func record(_ event: DownloadEvent, download: Int) {
         let elapsed = (ContinuousClock.now - start).seconds
         queue.async { [self] in
-            var line = EventLine(event: "", download: download, elapsed: elapsed)
-            line.fill(from: event)
+            let line = EventLine(event: event, download: download, elapsed: elapsed)
             guard var bytes = try? encoder.encode(line) else { return }
             bytes.append(UInt8(ascii: "\n"))
             bytes.withUnsafeBytes { raw in
@@ -77,112 +76,26 @@ struct EventLogError: Error, CustomStringConvertible {
     var description: String { "cannot open \(path) for --events: \(String(cString: strerror(code)))" }
 }
 
-/// One line of `--events`: the fields every line has, and those of its kind. Optional fields
-/// left `nil` are not written.
+/// One line of `--events`: the library's encoding of the event (``DownloadEvent``'s `Codable`
+/// form, the documented schema), with the fields every line has and, for `failed`, the exit
+/// status the CLI gives that error.
 struct EventLine: Encodable {
-    struct Failure: Encodable {
-        var code: String
-        var message: String
-        var httpStatus: Int?
-        init(_ error: DownloadError) {
-            code = error.code.description
-            message = error.message
-            httpStatus = error.httpStatus
-        }
+    enum CodingKeys: String, CodingKey {
+        case schema, download, elapsed, exitStatus
     }
 
-    struct Connection: Encodable {
-        var id: Int
-        var state: String
-        var bytes: Int64
-        var bytesPerSecond: Double
-        var range: [Int64]?
-        /// The source it fetches from, with mirrors (absent without).
-        var source: Int?
-    }
-
-    let schema = EventLog.schema
-    var event: String
+    var event: DownloadEvent
     var download: Int
     var elapsed: Double
-    // probed
-    var url: String?
-    var finalURL: String?
-    var size: Int64?
-    var acceptsRanges: Bool?
-    var etag: String?
-    var lastModified: String?
-    // started
-    var mode: String?
-    var connectionCount: Int?
-    // progress
-    var bytes: Int64?
-    var total: Int64?
-    var bytesPerSecond: Double?
-    var connections: [Connection]?
-    // retry, split
-    var connection: Int?
-    var delay: Double?
-    var range: [Int64]?
-    // probed: the mirrors the server announced
-    var mirrors: [String]?
-    // connectionsReduced, warning
-    var to: Int?
-    var reason: String?
-    var message: String?
-    // finished, failed
-    var statistics: DownloadStatistics?
-    var error: Failure?
-    var exitStatus: Int32?
 
-    mutating func fill(from event: DownloadEvent) {
-        switch event {
-        case .probed(let resource):
-            self.event = "probed"
-            (url, finalURL, size, acceptsRanges) = (resource.url, resource.finalURL, resource.size, resource.acceptsRanges)
-            (etag, lastModified) = (resource.etag, resource.lastModified)
-            mirrors = resource.mirrors.isEmpty ? nil : resource.mirrors
-        case .started(let mode, let connections, let size):
-            self.event = "started"
-            (self.mode, connectionCount, self.size) = (mode.rawValue, connections, size)
-        case .progress(let progress):
-            self.event = "progress"
-            (bytes, total, bytesPerSecond) = (progress.bytesWritten, progress.totalBytes, progress.bytesPerSecond)
-            connections = progress.connections.map { c in
-                Connection(id: c.id, state: Self.name(of: c.state), bytes: c.bytes, bytesPerSecond: c.bytesPerSecond,
-                           range: c.range.map { [$0.lowerBound, $0.upperBound] }, source: c.source)
-            }
-        case .retrying(let connection, let error, let delay):
-            self.event = "retry"
-            (self.connection, self.delay, self.error) = (connection, delay.seconds, Failure(error))
-        case .split(let connection, let range):
-            self.event = "split"
-            (self.connection, self.range) = (connection, [range.lowerBound, range.upperBound])
-        case .connectionsReduced(let to, let reason):
-            self.event = "connectionsReduced"
-            (self.to, self.reason) = (to, reason)
-        case .warning(let text):
-            self.event = "warning"
-            message = text
-        case .sourceDropped(let url, let error):
-            self.event = "sourceDropped"
-            (self.url, self.error) = (url, Failure(error))
-        case .finished(let statistics):
-            self.event = "finished"
-            self.statistics = statistics
-        case .failed(let error):
-            self.event = "failed"
-            self.error = Failure(error)
-            exitStatus = (error.code == .interrupted ? ExitStatus.interrupted : ExitStatus(error.code)).rawValue
-        }
-    }
-
-    static func name(of state: ConnectionProgress.State) -> String {
-        switch state {
-        case .idle: "idle"
-        case .receiving: "receiving"
-        case .waitingToRetry: "waitingToRetry"
-        case .done: "done"
+    func encode(to encoder: any Encoder) throws {
+        try event.encode(to: encoder)
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(EventLog.schema, forKey: .schema)
+        try c.encode(download, forKey: .download)
+        try c.encode(elapsed, forKey: .elapsed)
+        if event.kind == .failed, let error = event.error {
+            try c.encode((error.code == .interrupted ? ExitStatus.interrupted : ExitStatus(error.code)).rawValue, forKey: .exitStatus)
         }
     }
 }

@@ -33,37 +33,42 @@ struct ProgressRenderer {
     var isLive: Bool { style == .bar && isTerminal }
 
     mutating func handle(_ event: DownloadEvent) {
-        switch event {
-        case .probed(let resource):
-            if style == .lines {
+        switch event.kind {
+        case .probed:
+            if style == .lines, let resource = event.resource {
                 let size = resource.size.map { ByteCount.format(Double($0)) } ?? "unknown size"
                 writeLine("probed \(resource.finalURL): \(size), ranges \(resource.acceptsRanges ? "yes" : "no")")
             }
-        case .started(let mode, let connections, _):
-            if style == .lines { writeLine("downloading: \(mode.rawValue), \(connections) connection\(connections == 1 ? "" : "s")") }
-        case .progress(let p):
+        case .started:
+            if style == .lines, let mode = event.mode, let connections = event.connectionCount {
+                writeLine("downloading: \(mode.rawValue), \(connections) connection\(connections == 1 ? "" : "s")")
+            }
+        case .progress:
+            guard let p = event.progress else { break }
             if isLive {
                 draw(block(p))
             } else if style == .lines, lastPlain < 0 || p.elapsed.seconds - lastPlain >= plainInterval {
                 lastPlain = p.elapsed.seconds
                 writeLine(line(p))
             }
-        case .retrying(let connection, let error, let delay):
+        case .retry:
             clearBlock()
-            writeLine("connection \(connection): \(error.message); retrying in \(ByteCount.fixed(delay.seconds, 1)) s")
-        case .connectionsReduced(let remaining, let reason):
+            writeLine("connection \(event.connection ?? 0): \(event.error?.message ?? "failed"); "
+                + "retrying in \(ByteCount.fixed((event.delay ?? .zero).seconds, 1)) s")
+        case .connectionsReduced:
             clearBlock()
-            writeLine("server busy (\(reason)); continuing with \(remaining) connection\(remaining == 1 ? "" : "s")")
-        case .warning(let text):
+            let remaining = event.reducedTo ?? 1
+            writeLine("server busy (\(event.reason ?? "")); continuing with \(remaining) connection\(remaining == 1 ? "" : "s")")
+        case .warning:
             clearBlock()
-            writeLine("warning: \(text)")
-        case .sourceDropped(_, let error):
+            writeLine("warning: \(event.warning?.message ?? "")")
+        case .sourceDropped:
             clearBlock()
-            writeLine("warning: source dropped: \(error.message)")
-        case .split:
-            break  // the connection lines show the new ranges
+            writeLine("warning: source dropped: \(event.error?.message ?? "")")
         case .finished, .failed:
             clearBlock()
+        default:
+            break  // splits: the connection lines show the new ranges
         }
     }
 

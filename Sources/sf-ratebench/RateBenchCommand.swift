@@ -49,7 +49,7 @@ struct RateBenchCommand: AsyncParsableCommand {
         var next = 0
         var last: Int64 = 0
         for await event in download.events {
-            guard case .progress(let progress) = event else { continue }
+            guard let progress = event.progress else { continue }
             last = progress.bytesWritten
             let elapsed = (clock.now - start)
             while next <= targets.count, elapsed >= .seconds(interval * Double(next)) {

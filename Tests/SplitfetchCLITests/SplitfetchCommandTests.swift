@@ -115,9 +115,7 @@ struct JSONOutputTests {
     }
 
     static func line(_ event: DownloadEvent, download: Int = 0) throws -> [String: Any] {
-        var line = EventLine(event: "", download: download, elapsed: 1.5)
-        line.fill(from: event)
-        return try object(line)
+        try object(EventLine(event: event, download: download, elapsed: 1.5))
     }
 
     @Test func aSplitLineNamesItsConnectionAndRange() throws {

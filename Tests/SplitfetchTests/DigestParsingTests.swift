@@ -158,7 +158,8 @@ struct DigestParsingTests {
         let plan = try DigestPlan(given: [ours], server: [theirs], reported: [])
         #expect(plan.checks == [ours])
         #expect(plan.warnings.count == 1)
-        #expect(plan.warnings[0].contains(Self.helloHex) && plan.warnings[0].contains(theirs.digest.hex))
+        #expect(plan.warnings[0].message.contains(Self.helloHex) && plan.warnings[0].message.contains(theirs.digest.hex)
+                && plan.warnings[0].kind == .digestsDisagree && plan.warnings[0].fields["digest"] == theirs.digest.description)
         let agreeing = try DigestPlan(given: [ours], server: [Self.expected(Self.helloHex, .reprDigest)], reported: [])
         #expect(agreeing.warnings.isEmpty)
     }

@@ -73,7 +73,7 @@ struct DownloadTests {
                 options.probe = .head
                 let download = Download(url, to: FilePath(dir + "/f"), options: options)
                 let probes = Task { () -> RemoteResource? in
-                    for await event in download.events { if case .probed(let r) = event { return r } }
+                    for await event in download.events { if let r = event.resource { return r } }
                     return nil
                 }
                 let stats = try await download.run()
@@ -185,7 +185,7 @@ struct DownloadTests {
                 let task = Task { try await download.run() }
                 // Wait (bounded by the event stream's end) until bytes arrive, then cancel.
                 for await event in download.events {
-                    if case .progress(let p) = event, p.bytesWritten > 0 { break }
+                    if let p = event.progress, p.bytesWritten > 0 { break }
                 }
                 // That the stop is prompt (every transfer aborted at once, no waiting for a stall
                 // timeout) is the core's decision, shown by DownloadMachineTests'
@@ -213,9 +213,9 @@ struct DownloadTests {
                     var progressCount = 0
                     var final: DownloadStatistics?
                     for await event in download.events {
-                        switch event {
+                        switch event.kind {
                         case .progress: progressCount += 1
-                        case .finished(let s): final = s
+                        case .finished: final = event.statistics
                         default: break
                         }
                     }
@@ -270,7 +270,7 @@ struct SessionTests {
                     // A request retried (a probe timed out on a loaded machine) asks again.
                     let retried = Task { () -> Int in
                         var count = 0
-                        for await event in download.events { if case .retrying = event { count += 1 } }
+                        for await event in download.events { if event.kind == .retry { count += 1 } }
                         return count
                     }
                     let stats = try await download.run()

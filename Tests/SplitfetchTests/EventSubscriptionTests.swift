@@ -16,7 +16,7 @@ struct EventSubscriptionTests {
     @Test func aSlowSubscriberKeepsEveryLifecycleEventAndItsNewestProgress() async {
         let broadcast = EventBroadcast()
         let slow = broadcast.subscribe(keepingProgress: 3)
-        broadcast.emit(.warning("first"))
+        broadcast.emit(.warning(DownloadWarning(.digestsDisagree, "first")))
         for bytes in Int64(1)...10 { broadcast.emit(Self.progress(bytes)) }
         broadcast.emit(.split(connection: 1, range: 0..<10))
         for bytes in Int64(11)...20 { broadcast.emit(Self.progress(bytes)) }
@@ -24,8 +24,8 @@ struct EventSubscriptionTests {
         broadcast.finish()
         var seen: [String] = []
         for await event in DownloadEvents(subscriber: slow) {
-            switch event {
-            case .progress(let p): seen.append("p\(p.bytesWritten)")
+            switch event.kind {
+            case .progress: seen.append("p\(event.progress!.bytesWritten)")
             case .warning: seen.append("warning")
             case .split: seen.append("split")
             case .failed: seen.append("failed")
@@ -57,7 +57,7 @@ struct EventSubscriptionTests {
                     var kinds: [String] = []
                     var progress = 0
                     for await event in events {
-                        switch event {
+                        switch event.kind {
                         case .progress: progress += 1
                         case .probed: kinds.append("probed")
                         case .started: kinds.append("started")

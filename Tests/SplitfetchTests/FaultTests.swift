@@ -158,7 +158,7 @@ struct FaultTests {
                     var delays: [Duration] = []
                     for await event in first.events {
                         // Other retries (a transfer stalled on a loaded machine) wait their own backoff.
-                        if case .retrying(_, let error, let delay) = event, error.httpStatus == 503 { delays.append(delay) }
+                        if event.kind == .retry, let error = event.error, let delay = event.delay, error.httpStatus == 503 { delays.append(delay) }
                     }
                     return delays
                 }
@@ -177,11 +177,11 @@ struct FaultTests {
                     var count = 0
                     var seen: [String] = []
                     for await event in download.events {
-                        if case .progress = event {} else { seen.append(String(describing: event).prefix(160).description) }
-                        switch event {
-                        case .retrying(_, let error, let delay):
+                        if event.kind == .progress {} else { seen.append(String(describing: event).prefix(160).description) }
+                        switch event.kind {
+                        case .retry:
                             count += 1
-                            if error.httpStatus == 503 { #expect(delay >= .seconds(1), "Retry-After: 1 is a lower bound") }
+                            if event.error?.httpStatus == 503 { #expect(event.delay! >= .seconds(1), "Retry-After: 1 is a lower bound") }
                         case .connectionsReduced, .split: count += 1
                         default: break
                         }
@@ -219,7 +219,7 @@ struct FaultTests {
                 let reduced = Task { () -> Int? in
                     var lowest: Int?
                     for await event in download.events {
-                        if case .connectionsReduced(let to, _) = event { lowest = min(lowest ?? to, to) }
+                        if let to = event.reducedTo { lowest = min(lowest ?? to, to) }
                     }
                     return lowest
                 }

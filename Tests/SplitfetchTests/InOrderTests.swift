@@ -69,7 +69,7 @@ struct InOrderTests {
         try await withServer { server in
             let good = Download.bytes(of: server.url(size: Self.size, query: ["digest": "repr"]), options: testOptions(connections: 4))
             let verified = Task {
-                for await event in good.download.events { if case .finished(let s) = event { return s.verified.count } }
+                for await event in good.download.events { if let s = event.statistics { return s.verified.count } }
                 return 0
             }
             let (hash, error) = await Self.consume(good)
@@ -102,7 +102,7 @@ struct InOrderTests {
             let bytes = Download.bytes(of: server.url(size: 256 << 20), options: options)
             let finished = Task {
                 var finished = false
-                for await event in bytes.download.events { if case .finished = event { finished = true } }
+                for await event in bytes.download.events { if event.kind == .finished { finished = true } }
                 return finished
             }
             var taken: Int64 = 0

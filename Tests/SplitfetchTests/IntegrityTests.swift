@@ -21,7 +21,7 @@ struct IntegrityTests {
             let download = Download(server.url(size: size, name: name, query: query), to: FilePath(dir + "/" + name), options: options)
             let warnings = Task {
                 var found: [String] = []
-                for await event in download.events { if case .warning(let text) = event { found.append(text) } }
+                for await event in download.events { if let warning = event.warning { found.append(warning.message) } }
                 return found
             }
             let result: Result<DownloadStatistics, DownloadError>

@@ -67,7 +67,7 @@ struct MirrorTests {
             // Named and dropped once its check ends. Under ThreadSanitizer on a loaded machine the
             // download may end first (the check is then cancelled): never used is all that holds.
             let named = statistics.sources[1].dropped?.contains("serves other bytes") == true
-                && events.contains { if case .sourceDropped(let url, _) = $0 { url == other } else { false } }
+                && events.contains { $0.kind == .sourceDropped && $0.url == other }
             #expect(named || (underThreadSanitizer && statistics.sources[1].dropped == nil), "\(statistics.sources)")
             // Only the small sample ranges were asked of it.
             let asked = servers[1].recordedRequests.compactMap { $0.header("range") }
@@ -124,7 +124,7 @@ struct MirrorTests {
             let (used, digest, events) = try await run([primary])
             #expect(digest == Self.expected)
             #expect(used.sources.map(\.url) == [primary, mirror] && (used.sources[1].bytes > 0 || underThreadSanitizer))
-            #expect(events.contains { if case .probed(let r) = $0 { r.mirrors == [mirror] } else { false } })
+            #expect(events.contains { $0.resource?.mirrors == [mirror] })
             var options = testOptions(connections: 2)
             options.useMirrorLinks = false
             let before = servers[1].statistics.requests

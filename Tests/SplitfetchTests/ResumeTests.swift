@@ -34,7 +34,7 @@ func interrupt(_ url: String, to path: String, options: DownloadOptions, after b
     let download = Download(url, to: FilePath(path), options: options)
     let task = Task { try await download.run() }
     for await event in download.events {
-        if case .progress(let p) = event, p.bytesWritten >= bytes { break }
+        if let p = event.progress, p.bytesWritten >= bytes { break }
     }
     task.cancel()
     do {
@@ -225,7 +225,7 @@ struct ResumeTests {
                 let task = Task { try await download.run() }
                 var seen: [String]?
                 for await event in download.events {
-                    if case .progress(let p) = event, p.bytesWritten > 0 {
+                    if let p = event.progress, p.bytesWritten > 0 {
                         seen = directoryEntries(dir)
                         break
                     }
@@ -329,7 +329,7 @@ struct ResumeTests {
                 let download = Download(server.url(size: size, name: "m.bin"), to: FilePath(path), options: testOptions(connections: 4))
                 let task = Task { try await download.run() }
                 for await event in download.events {
-                    if case .progress(let p) = event, p.bytesWritten > 512 << 10 { break }
+                    if let p = event.progress, p.bytesWritten > 512 << 10 { break }
                 }
                 server.changeContent(path: "/size/\(size)/m.bin", seed: 5, etag: "v2")
                 let requestsAtTheChange = server.statistics.requests
@@ -389,7 +389,7 @@ struct ResumeTests {
                 let first = Download(url, to: FilePath(path), options: testOptions(connections: 2))
                 let task = Task { try await first.run() }
                 for await event in first.events {
-                    if case .progress(let p) = event, p.bytesWritten > 0 { break }
+                    if let p = event.progress, p.bytesWritten > 0 { break }
                 }
                 let second = await failure(url, to: path, options: testOptions())
                 #expect(second?.code == .resumeConflict)

@@ -169,7 +169,7 @@ struct SecurityTests {
                 let download = Download(server.url(size: size), to: FilePath(path), options: options)
                 let task = Task { try await download.run() }
                 for await event in download.events {
-                    if case .progress(let p) = event, p.bytesWritten > 0 { break }
+                    if let p = event.progress, p.bytesWritten > 0 { break }
                 }
                 let squatter = Array("not yours".utf8)
                 writeBytes(squatter, to: path)

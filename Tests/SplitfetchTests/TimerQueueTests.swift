@@ -63,7 +63,7 @@ struct TimerQueueTests {
         let counter = ConnectionCounters(id: 0)
         counter.bytes.store(500, ordering: .relaxed)
         let ticker = ProgressTicker(interval: .milliseconds(5), emit: { event in
-            if case .progress(let progress) = event { ticks.withLockedValue { $0.append(progress) } }
+            if let progress = event.progress { ticks.withLockedValue { $0.append(progress) } }
         }, counters: [counter], total: 1000, base: 100, timers: timers)
         #expect(await eventually { ticks.withLockedValue { $0.count } >= 3 })
         ticker.cancel()

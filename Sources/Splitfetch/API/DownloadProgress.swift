@@ -1,5 +1,5 @@
 /// A snapshot of a running download.
-public struct DownloadProgress: Sendable, Equatable {
+public struct DownloadProgress: Sendable, Equatable, Codable {
     /// Bytes on disk.
     public var bytesWritten: Int64
     /// The file size, when known.
@@ -31,8 +31,8 @@ public struct DownloadProgress: Sendable, Equatable {
 }
 
 /// One connection's part of a ``DownloadProgress``.
-public struct ConnectionProgress: Sendable, Equatable {
-    public enum State: Int, Sendable, Equatable {
+public struct ConnectionProgress: Sendable, Equatable, Codable {
+    public enum State: Int, Sendable, Equatable, Codable {
         case idle = 0, receiving = 1, waitingToRetry = 2, done = 3
     }
     public var id: Int

@@ -17,7 +17,7 @@ package struct DigestPlan: Sendable, Equatable {
     /// Every algorithm computed, strongest first.
     package var algorithms: [DigestAlgorithm] = []
     /// Disagreements between the caller's digests and the server's.
-    package var warnings: [String] = []
+    package var warnings: [DownloadWarning] = []
 
     /// Nothing hashed, nothing checked.
     package init() {}
@@ -48,8 +48,11 @@ package struct DigestPlan: Sendable, Equatable {
             }
             for theirs in server {
                 guard let ours = given.first(where: { $0.digest.algorithm == theirs.digest.algorithm }),
-                      ours.digest != theirs.digest, !warnings.contains(where: { $0.contains(theirs.digest.hex) }) else { continue }
-                warnings.append("\(theirs.source) is \(theirs.digest) but \(ours.source) is \(ours.digest); checking \(ours.source)")
+                      ours.digest != theirs.digest, !warnings.contains(where: { $0.fields["digest"] == theirs.digest.description }) else { continue }
+                warnings.append(DownloadWarning(
+                    .digestsDisagree, "\(theirs.source) is \(theirs.digest) but \(ours.source) is \(ours.digest); checking \(ours.source)",
+                    fields: ["source": "\(theirs.source)", "digest": theirs.digest.description,
+                             "checkedSource": "\(ours.source)", "checkedDigest": ours.digest.description]))
             }
         }
         algorithms = Array(Set(checks.map(\.digest.algorithm) + reported)).sorted(by: >)
