@@ -19,7 +19,8 @@ public struct HostShares: Sendable, Equatable {
         case waiting(Ticket)
     }
 
-    public let cap: Int
+    /// Slots at once. It may change while requests hold slots (``setCap(_:)``).
+    public private(set) var cap: Int
     /// Slots in use, over every download.
     public private(set) var inUse = 0
     private var held: [Int: Int] = [:]
@@ -39,7 +40,7 @@ public struct HostShares: Sendable, Equatable {
     /// coming, else none. Work not yet started comes first: a download splits a healthy range
     /// only with room (``DownloadMachine/hostRoom``).
     public func room(pending: Int = 0) -> Int {
-        waiting.isEmpty && pending <= 0 ? cap - inUse : 0
+        waiting.isEmpty && pending <= 0 ? max(0, cap - inUse) : 0
     }
 
     /// Requests waiting, in ticket order.
@@ -58,13 +59,30 @@ public struct HostShares: Sendable, Equatable {
         return .waiting(ticket)
     }
 
-    /// Gives back a slot of `download`; returns the ticket that now holds it, if one waited.
+    /// Gives back a slot of `download`; returns the ticket that now holds it, if one waited
+    /// (none while more slots are in use than a lowered cap allows).
     public mutating func release(by download: Int) -> Ticket? {
         guard let count = held[download], count > 0 else { return nil }
         held[download] = count == 1 ? nil : count - 1
         inUse -= 1
-        // The waiter whose download holds the fewest slots; the earliest ticket on a tie.
-        guard let index = waiting.indices.min(by: {
+        return grantNext()
+    }
+
+    /// Changes the cap (at least 1). A higher cap grants waiting requests at once, in the order a
+    /// freed slot would go to them; the tickets returned now hold a slot. A lower cap takes no
+    /// slot back: the requests holding slots keep them, and no slot is granted until fewer than
+    /// the new cap are in use.
+    public mutating func setCap(_ newCap: Int) -> [Ticket] {
+        cap = max(1, newCap)
+        var granted: [Ticket] = []
+        while let ticket = grantNext() { granted.append(ticket) }
+        return granted
+    }
+
+    /// Grants a slot to the waiter whose download holds the fewest slots (the earliest ticket
+    /// on a tie), when one is free.
+    private mutating func grantNext() -> Ticket? {
+        guard inUse < cap, let index = waiting.indices.min(by: {
             (held(by: waiting[$0].download), waiting[$0].ticket) < (held(by: waiting[$1].download), waiting[$1].ticket)
         }) else { return nil }
         let chosen = waiting.remove(at: index)

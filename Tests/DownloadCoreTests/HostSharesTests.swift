@@ -80,3 +80,37 @@ struct HostSharesTests {
         #expect(shares.request(for: 1) == .granted)
     }
 }
+
+/// A per-host cap changed while requests hold slots.
+@Suite("Host shares: a changed cap")
+struct HostSharesCapTests {
+    @Test(arguments: [
+        // cap, then new cap; requests held by download 0, waiting requests by download 1
+        // → granted at once by the change, slots in use after it
+        (2, 4, 2, 3, 2, 4),
+        (2, 3, 2, 3, 1, 3),
+        (4, 2, 4, 1, 0, 4),  // lower: nothing is taken back
+        (2, 2, 2, 1, 0, 2),
+    ])
+    func aHigherCapGrantsWaitersALowerOneTakesNothingBack(cap: Int, newCap: Int, held: Int, waiting: Int,
+                                                           granted: Int, inUse: Int) {
+        var shares = HostShares(cap: cap)
+        for _ in 0..<held { _ = shares.request(for: 0) }
+        for _ in 0..<waiting { _ = shares.request(for: 1) }
+        #expect(shares.setCap(newCap).count == granted)
+        #expect(shares.inUse == inUse && shares.cap == newCap)
+    }
+
+    /// Under a lowered cap, a released slot goes to no one until fewer than the cap are in use.
+    @Test func aLoweredCapGrantsNothingUntilBelowIt() {
+        var shares = HostShares(cap: 4)
+        for _ in 0..<4 { _ = shares.request(for: 0) }
+        _ = shares.request(for: 1)
+        #expect(shares.setCap(2).isEmpty)
+        #expect(shares.release(by: 0) == nil)  // 3 in use
+        #expect(shares.release(by: 0) == nil)  // 2 in use
+        #expect(shares.room() == 0)
+        #expect(shares.release(by: 0) != nil)  // 1 in use: the waiter gets the second slot
+        #expect(shares.inUse == 2)
+    }
+}

@@ -47,6 +47,29 @@ struct LimitsTests {
         #expect(abs(after.seconds - 0.026) < 1e-6)
     }
 
+    /// A download's budget within a queue's: a piece waits while either is in debt, and is taken
+    /// from both; a budget without a cap of its own only passes pieces to its parent.
+    @Test func aBudgetWithinAParentWaitsForTheDeeperDebt() throws {
+        let parent = RateLimit(bytesPerSecond: 1_000_000)
+        let child = RateLimit(bytesPerSecond: 4_000_000, within: parent)
+        let free = RateLimit(unlimitedWithin: parent)
+        let start = ContinuousClock.now
+        #expect(child.take(300_000, now: start) == nil)  // both take it: parent 200,000 in debt
+        #expect(child.bytesPerSecond == 4_000_000 && free.bytesPerSecond == nil)
+        // The parent's debt (0.2 s at 1 MB/s) is the longer wait, for both children.
+        let wait = try #require(child.take(1, now: start))
+        #expect(abs(wait.seconds - 0.201) < 1e-6)
+        #expect(free.take(1, now: start) == wait)
+        // Lifted on the parent: the child's own budget still holds (400,000 burst less 300,000).
+        parent.setBytesPerSecond(nil, now: start)
+        #expect(child.take(200_000, now: start) == nil)
+        #expect(child.take(1, now: start) != nil)
+        #expect(free.take(10_000_000, now: start) == nil && free.take(1, now: start) == nil)
+        // A cap given to a budget without one starts with a full burst.
+        free.setBytesPerSecond(1_000_000, now: start)
+        #expect(free.take(100_000, now: start) == nil && free.take(1, now: start) != nil)
+    }
+
     /// Over a whole download, the budget holds: the bytes could not have arrived faster than the
     /// rate allows (burst included), and every byte is right.
     @Test func aLimitedDownloadIsNeverFasterThanItsRate() async throws {
@@ -79,7 +102,7 @@ struct LimitsTests {
                 let download = Download(url, to: FilePath(dir + "/f.bin"), options: options)
                 let wrote = Task { () -> Bool in
                     var wrote = false
-                    for await event in download.events { if case .progress(let p) = event, p.bytesWritten > 0 { wrote = true } }
+                    for await event in download.events { if let p = event.progress, p.bytesWritten > 0 { wrote = true } }
                     return wrote
                 }
                 do throws(DownloadError) {

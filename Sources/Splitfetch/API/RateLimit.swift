@@ -17,60 +17,104 @@ import NIOConcurrencyHelpers
 /// Thread safety: `Sendable`; its state is behind a lock, taken by the transport threads.
 public final class RateLimit: Sendable {
     private struct State {
-        var bytesPerSecond: Int64
+        /// `nil`: no cap of its own (a child that only passes pieces to its parent).
+        var bytesPerSecond: Int64?
         var tokens: Double
         var refilled: ContinuousClock.Instant
 
         /// The most tokens the bucket holds: a tenth of a second of the rate, at least 64 KiB.
-        var burst: Double { Self.burst(of: bytesPerSecond) }
+        var burst: Double { bytesPerSecond.map(Self.burst(of:)) ?? .infinity }
 
         static func burst(of rate: Int64) -> Double { max(Double(rate) / 10, 65_536) }
 
         /// Adds what the rate earned since the last refill, up to the burst.
         mutating func refill(now: ContinuousClock.Instant) {
-            let elapsed = (now - refilled).seconds
-            tokens = min(burst, tokens + elapsed * Double(bytesPerSecond))
+            if let bytesPerSecond {
+                let elapsed = (now - refilled).seconds
+                tokens = min(burst, tokens + elapsed * Double(bytesPerSecond))
+            }
             refilled = now
+        }
+
+        /// How long until the debt is paid, when in debt.
+        func wait() -> Duration? {
+            guard let bytesPerSecond, tokens <= 0 else { return nil }
+            // The debt, paid back at the rate, plus a millisecond so that the wake finds it paid.
+            return .seconds(-tokens / Double(bytesPerSecond)) + .milliseconds(1)
         }
     }
 
     private let state: NIOLockedValueBox<State>
+    /// A budget this one's pieces are also taken from: a download's own limit within a queue's.
+    public let parent: RateLimit?
 
+    /// A budget of `bytesPerSecond`, within `parent`'s when given.
+    ///
     /// - Precondition: `bytesPerSecond > 0`.
-    public init(bytesPerSecond: Int64) {
+    public init(bytesPerSecond: Int64, within parent: RateLimit? = nil) {
         precondition(bytesPerSecond > 0)
+        self.parent = parent
         state = NIOLockedValueBox(State(bytesPerSecond: bytesPerSecond, tokens: State.burst(of: bytesPerSecond), refilled: .now))
     }
 
-    /// The cap, in bytes per second.
-    public var bytesPerSecond: Int64 { state.withLockedValue { $0.bytesPerSecond } }
+    /// A budget with no cap of its own (until ``setBytesPerSecond(_:now:)`` gives it one),
+    /// within `parent`'s when given: a queue's, or one download's that may get a cap later.
+    public init(unlimitedWithin parent: RateLimit? = nil) {
+        self.parent = parent
+        state = NIOLockedValueBox(State(bytesPerSecond: nil, tokens: 0, refilled: .now))
+    }
+
+    /// The cap, in bytes per second; `nil` when this budget has none of its own.
+    public var bytesPerSecond: Int64? { state.withLockedValue { $0.bytesPerSecond } }
 
     /// The most tokens the bucket holds now.
     var burst: Double { state.withLockedValue { $0.burst } }
 
-    /// Changes the cap for every download that holds this budget, from now on.
+    /// Changes the cap for every download that holds this budget, from now on; `nil` lifts it.
     ///
-    /// - Precondition: `bytesPerSecond > 0`.
-    public func setBytesPerSecond(_ bytesPerSecond: Int64, now: ContinuousClock.Instant = .now) {
-        precondition(bytesPerSecond > 0)
+    /// - Precondition: `bytesPerSecond` is `nil` or positive.
+    public func setBytesPerSecond(_ bytesPerSecond: Int64?, now: ContinuousClock.Instant = .now) {
+        precondition(bytesPerSecond.map { $0 > 0 } ?? true)
         state.withLockedValue { state in
             state.refill(now: now)  // what the old rate earned so far is kept
+            if state.bytesPerSecond == nil, let bytesPerSecond { state.tokens = State.burst(of: bytesPerSecond) }
             state.bytesPerSecond = bytesPerSecond
             state.tokens = min(state.tokens, state.burst)
         }
     }
 
-    /// Takes `count` bytes from the budget if it is not in debt; otherwise returns how long to
-    /// wait before asking again.
+    /// Takes `count` bytes from this budget and every parent's if none is in debt; otherwise
+    /// returns how long to wait before asking again (the longest debt), and takes nothing.
     func take(_ count: Int, now: ContinuousClock.Instant = .now) -> Duration? {
-        state.withLockedValue { state in
-            state.refill(now: now)
-            guard state.tokens > 0 else {
-                // The debt, paid back at the rate, plus a millisecond so that the wake finds it paid.
-                return .seconds(-state.tokens / Double(state.bytesPerSecond)) + .milliseconds(1)
+        var wait: Duration?
+        var level: RateLimit? = self
+        while let limit = level {
+            if let debt = limit.state.withLockedValue({ state -> Duration? in
+                state.refill(now: now)
+                return state.wait()
+            }) {
+                wait = max(wait ?? .zero, debt)
             }
-            state.tokens -= Double(count)
-            return nil
+            level = limit.parent
         }
+        if wait != nil { return wait }
+        level = self
+        while let limit = level {
+            limit.state.withLockedValue { state in
+                if state.bytesPerSecond != nil { state.tokens -= Double(count) }
+            }
+            level = limit.parent
+        }
+        return nil
+    }
+
+    /// Whether a piece taken now could ever wait: some budget in the chain has a cap.
+    var caps: Bool {
+        var level: RateLimit? = self
+        while let limit = level {
+            if limit.bytesPerSecond != nil { return true }
+            level = limit.parent
+        }
+        return false
     }
 }

@@ -48,6 +48,20 @@ public final class Session: Sendable {
     /// The per-host cap, if any.
     public var maximumConnectionsPerHost: Int? { limiter?.cap }
 
+    /// Changes the per-host cap of a session made with one, while downloads run: a higher cap
+    /// lets waiting requests go at once; a lower one takes effect as transfers end (none is
+    /// stopped). A session made without a cap keeps none (its downloads are not spread by host).
+    ///
+    /// - Returns: whether the session has a cap to change.
+    @discardableResult
+    public func setMaximumConnectionsPerHost(_ count: Int) -> Bool {
+        guard let limiter else { return false }
+        let cap = max(1, count)
+        for transport in transports { transport.setMaximumPerHost(cap) }
+        limiter.setCap(cap)
+        return true
+    }
+
     /// The transport for a download of `url` starting now: its host's, with a per-host cap;
     /// otherwise the least busy, the first on a tie.
     func transport(for url: String) -> CurlTransport {

@@ -26,6 +26,8 @@ final class CurlTransport: Sendable {
         case cancel(CurlTransfer)
         /// A paused transfer (its sink said ``SinkVerdict/pause``) may go on.
         case resume(UInt64)
+        /// libcurl's `CURLMOPT_MAX_HOST_CONNECTIONS` changes (a session's per-host cap did).
+        case maximumPerHost(Int)
     }
 
     private struct Inbox {
@@ -133,6 +135,9 @@ final class CurlTransport: Sendable {
         case unusable(String)
     }
 
+    /// Changes libcurl's own per-host limit (`CURLMOPT_MAX_HOST_CONNECTIONS`); 0 for none.
+    func setMaximumPerHost(_ count: Int) { post(.maximumPerHost(count)) }
+
     private func post(_ message: Message) {
         let acceptance = inbox.withLockedValue { box -> Acceptance in
             if box.shuttingDown { return .shuttingDown }
@@ -226,6 +231,8 @@ final class CurlTransport: Sendable {
                         // Gone already (ended or cancelled): nothing to resume. The sink takes
                         // the held piece again, perhaps inside this call.
                         if let easy = active[id]?.easy { _ = curl_easy_pause(easy, 0) }  // CURLPAUSE_CONT
+                    case .maximumPerHost(let count):
+                        _ = sf_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, count)
                     }
                 }
                 if shuttingDown {

@@ -19,6 +19,7 @@ final class HostLimiter: Sendable {
         /// Requests that had to wait for a slot, and the most slots of one host in use at once.
         var waits = 0
         var peakInUse = 0
+        var cap: Int
     }
 
     private struct Waiter: Hashable {
@@ -26,15 +27,39 @@ final class HostLimiter: Sendable {
         var ticket: HostShares.Ticket
     }
 
-    let cap: Int
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
+
+    /// Connections to one host at once.
+    var cap: Int { state.withLockedValue { $0.cap } }
 
     /// Requests that waited for a slot so far, and the most slots of one host in use at once.
     var counts: (waits: Int, peakInUse: Int) { state.withLockedValue { ($0.waits, $0.peakInUse) } }
 
     init(cap: Int) {
         precondition(cap >= 1)
-        self.cap = cap
+        state = NIOLockedValueBox(State(cap: cap))
+    }
+
+    /// Changes the cap of every host: a higher one grants waiting requests at once; a lower one
+    /// takes effect as transfers end (no request is stopped).
+    func setCap(_ cap: Int) {
+        let granted = state.withLockedValue { state -> [CheckedContinuation<Bool, Never>] in
+            state.cap = max(1, cap)
+            var resumed: [CheckedContinuation<Bool, Never>] = []
+            for host in state.hosts.keys {
+                for ticket in state.hosts[host]!.setCap(state.cap) {
+                    let waiter = Waiter(host: host, ticket: ticket)
+                    if let continuation = state.waiters.removeValue(forKey: waiter) {
+                        resumed.append(continuation)
+                    } else {
+                        state.granted.insert(waiter)  // told when it comes to wait
+                    }
+                }
+                state.peakInUse = max(state.peakInUse, state.hosts[host]!.inUse)
+            }
+            return resumed
+        }
+        for continuation in granted { continuation.resume(returning: true) }
     }
 
     /// A number for a new download, whose slots are counted together.
@@ -50,7 +75,7 @@ final class HostLimiter: Sendable {
     func room(host: String) -> Int {
         state.withLockedValue { state in
             // A host no request has used yet has every slot free: the same rule, on a fresh value.
-            state.hosts[host, default: HostShares(cap: cap)].room(pending: state.pending[host, default: 0])
+            state.hosts[host, default: HostShares(cap: state.cap)].room(pending: state.pending[host, default: 0])
         }
     }
 
@@ -67,7 +92,7 @@ final class HostLimiter: Sendable {
     /// there is a wait. Returns `false`, without a slot, when the task is cancelled while waiting.
     func acquire(host: String, download: Int, waiting: () -> Void = {}) async -> Bool {
         let answer = state.withLockedValue { state -> HostShares.Answer in
-            let answer = state.hosts[host, default: HostShares(cap: cap)].request(for: download)
+            let answer = state.hosts[host, default: HostShares(cap: state.cap)].request(for: download)
             if case .waiting = answer { state.waits += 1 }
             state.peakInUse = max(state.peakInUse, state.hosts[host]!.inUse)
             return answer
