@@ -35,6 +35,9 @@ public final class Download: Sendable {
     private let session: Session?
     /// Takes the file in order instead of ``destination`` (a download read in order).
     let consumer: (any ByteConsumer)?
+    /// Sees every event as it is emitted, before any subscriber, never dropping one: a
+    /// ``DownloadQueue`` keeps its snapshots and forwards the events with it. It must not block.
+    let tap: (@Sendable (DownloadEvent) -> Void)?
     /// Whether the network part is over, and who waits for it (``transferred()``).
     private let network = NIOLockedValueBox<(over: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
@@ -82,8 +85,10 @@ public final class Download: Sendable {
         self.init(sources[0], destination: destination, consumer: nil, options: options, session: session)
     }
 
-    init(_ url: String, destination: FilePath, consumer: (any ByteConsumer)?, options: DownloadOptions, session: Session?) {
+    init(_ url: String, destination: FilePath, consumer: (any ByteConsumer)?, options: DownloadOptions, session: Session?,
+         tap: (@Sendable (DownloadEvent) -> Void)? = nil) {
         self.consumer = consumer
+        self.tap = tap
         self.session = session
         self.url = url
         self.destination = destination
@@ -141,6 +146,7 @@ public final class Download: Sendable {
         do throws(DownloadError) {
             return try await perform()
         } catch {
+            tap?(.failed(error))
             continuation.yield(.failed(error))  // the last event, never dropped: the newest is kept
             broadcast.emit(.failed(error))
             throw error
@@ -161,7 +167,8 @@ public final class Download: Sendable {
         var setup = DownloadSetup(url: url, destination: destination.string, options: options,
                             connector: Connector(transport: transport, limiter: session?.limiter),
                             policy: RequestPolicy(url: url, options: options),
-                            emit: { [continuation, broadcast] in
+                            emit: { [continuation, broadcast, tap] in
+                                tap?($0)
                                 continuation.yield($0)
                                 broadcast.emit($0)
                             },

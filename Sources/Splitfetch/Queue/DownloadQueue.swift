@@ -1,0 +1,443 @@
+public import SystemPackage
+import DownloadCore
+import NIOConcurrencyHelpers
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A live queue of downloads: downloads are added while it runs, each with an identifier, a
+/// state, a priority and a position; up to ``maximumActive`` run at once over one ``Session``.
+///
+/// ```swift
+/// let queue = DownloadQueue(maximumActive: 3)
+/// let id = try queue.add("https://example.org/a.iso", to: "/data/a.iso")
+/// Task { for await event in queue.subscribe() { show(event) } }
+/// queue.pause(id)
+/// queue.resume(id)
+/// await queue.waitUntilIdle()
+/// await queue.shutdown()
+/// ```
+///
+/// **Decisions.** Which waiting download starts next, what a freed slot goes to and what a
+/// changed maximum stops are decided by a pure value (the download core's `QueueSchedule`,
+/// proven by table tests): the highest priority first, then the earliest position. A download
+/// frees its slot once its bytes have all arrived, so the next starts while its file is synced.
+///
+/// **Pausing** stops a running download and keeps its data and manifest; resuming starts it
+/// again, and it resumes where its data is. A failed download can be resumed too: it is tried
+/// again.
+///
+/// **Events.** Every state change and every event of every download reaches each subscriber
+/// (``subscribe(to:keepingProgress:)``), in order, at its own pace: a slow subscriber loses only
+/// its own oldest progress events, and never slows a download. The state changes are the seam a
+/// store records to persist the queue.
+///
+/// **Limits** change while downloads run: the queue's rate (``setBytesPerSecond(_:)``), one
+/// download's (``setBytesPerSecond(_:for:)``), the most active (``setMaximumActive(_:)``) and,
+/// with a session that has one, the per-host cap (``Session/setMaximumConnectionsPerHost(_:)``).
+///
+/// The queue is in memory: persisting it is its owner's job.
+///
+/// Thread safety: `Sendable`; every method may be called from any task or thread.
+public final class DownloadQueue: Sendable {
+    public typealias ID = String
+
+    private struct Record {
+        var url: String
+        var destination: FilePath
+        var options: DownloadOptions
+        /// Its own budget, within the queue's.
+        let limit: RateLimit
+        let host: String
+        var task: Task<Void, Never>?
+        /// Which run is under way: reports of an earlier one are ignored.
+        var run = 0
+        var progress: DownloadProgress?
+        var error: DownloadError?
+        var statistics: DownloadStatistics?
+        /// Counted as work waiting for its host (``Session``'s per-host cap).
+        var expected = false
+    }
+
+    private struct State {
+        var schedule: QueueSchedule
+        var records: [ID: Record] = [:]
+        var subscribers: [(id: ID?, subscriber: EventSubscriber<QueueEvent>)] = []
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
+        var closed = false
+    }
+
+    /// What to do once the lock is let go.
+    private struct Effects {
+        var stops: [Task<Void, Never>] = []
+        var wakes: [CheckedContinuation<Void, Never>] = []
+        var ended: [EventSubscriber<QueueEvent>] = []
+
+        func run() {
+            for task in stops { task.cancel() }
+            for waiter in wakes { waiter.resume() }
+            for subscriber in ended { subscriber.finish() }
+        }
+    }
+
+    /// The connections the downloads share.
+    public let session: Session
+    private let ownsSession: Bool
+    /// The queue's budget: every download's own is within it. Unlimited unless set.
+    private let limit: RateLimit
+    private let state: NIOLockedValueBox<State>
+
+    /// - Parameters:
+    ///   - session: the session to download over; by default one of the queue's own, ended by
+    ///     ``shutdown()``.
+    ///   - maximumActive: downloads running at once (at least 1).
+    ///   - bytesPerSecond: the queue's rate limit, over every download; `nil` for none.
+    public init(session: Session? = nil, maximumActive: Int = 5, bytesPerSecond: Int64? = nil) {
+        self.session = session ?? Session()
+        ownsSession = session == nil
+        limit = RateLimit(unlimitedWithin: nil)
+        if let bytesPerSecond { limit.setBytesPerSecond(max(1, bytesPerSecond)) }
+        state = NIOLockedValueBox(State(schedule: QueueSchedule(maximumActive: maximumActive)))
+    }
+
+    // MARK: - Adding and changing downloads
+
+    /// Adds a download; it starts when a slot is free and it comes first.
+    ///
+    /// - Parameters:
+    ///   - id: its identifier; by default a new one of 16 hexadecimal digits.
+    ///   - priority: higher starts first; among equals, the earlier position.
+    ///   - position: its place in the queue from 0; by default the end.
+    ///   - paused: added paused, to start when resumed.
+    ///   - options: its settings. Its ``DownloadOptions/rateLimit`` is replaced by one of the
+    ///     queue's, within the queue's limit, with the same rate; change it with
+    ///     ``setBytesPerSecond(_:for:)``.
+    /// - Returns: its identifier.
+    /// - Throws: ``DownloadError`` (``DownloadError/Code/usage``) for bad options, a URL that is
+    ///   not `http` or `https`, an identifier already in the queue, or a queue shut down.
+    @discardableResult
+    public func add(_ url: String, to destination: FilePath, options: DownloadOptions = DownloadOptions(), id: ID? = nil,
+                    priority: Int = 0, at position: Int? = nil, paused: Bool = false) throws(DownloadError) -> ID {
+        try options.validate()
+        guard let scheme = CurlURL(url)?.scheme, scheme == "http" || scheme == "https" else {
+            throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
+        }
+        let id = id ?? Self.newID()
+        let own = RateLimit(unlimitedWithin: limit)
+        if let rate = options.rateLimit?.bytesPerSecond { own.setBytesPerSecond(rate) }
+        let record = Record(url: url, destination: destination, options: options, limit: own, host: Connector.host(of: url))
+        try change { state throws(DownloadError) in
+            guard !state.closed else { throw DownloadError(.usage, "the queue is shut down") }
+            guard state.records[id] == nil else { throw DownloadError(.usage, "\(id) is already in the queue") }
+            state.records[id] = record
+            return state.schedule.add(id, priority: priority, at: position, paused: paused)
+        }
+        return id
+    }
+
+    /// Adds every partial download under `directory` (``PartialDownload/list(in:)``), paused or
+    /// not, each under the identifier of its destination's path, with `options` and its
+    /// mirrors: after a restart, the queue picks up where the data is.
+    ///
+    /// - Returns: the identifiers added, in the listing's order.
+    @discardableResult
+    public func addPartials(in directory: FilePath, options: DownloadOptions = DownloadOptions(),
+                            paused: Bool = false) async throws(DownloadError) -> [ID] {
+        var ids: [ID] = []
+        for partial in try await PartialDownload.list(in: directory) {
+            var each = options
+            each.mirrors = partial.mirrors
+            ids.append(try add(partial.url, to: partial.destination, options: each, id: partial.destination.string, paused: paused))
+        }
+        return ids
+    }
+
+    /// Takes a download out of the queue, stopping it if it runs (its data is kept, so adding
+    /// it again resumes). Returns whether it was in the queue and not removed already.
+    @discardableResult
+    public func remove(_ id: ID) -> Bool { act { $0.remove(id) } }
+
+    /// Forgets a complete, failed or removed download: it is no longer in snapshots, and its
+    /// identifier may be used again. Returns whether it did.
+    @discardableResult
+    public func forget(_ id: ID) -> Bool {
+        state.withLockedValue { state in
+            guard state.schedule.forget(id) else { return false }
+            state.records[id] = nil
+            return true
+        }
+    }
+
+    /// Pauses a waiting or active download; an active one stops and keeps its data.
+    @discardableResult
+    public func pause(_ id: ID) -> Bool { act { $0.pause(id) } }
+
+    /// Lets a paused or failed download wait for a slot again.
+    @discardableResult
+    public func resume(_ id: ID) -> Bool { act { $0.resume(id) } }
+
+    public func pauseAll() { _ = act { $0.pauseAll() } }
+
+    public func resumeAll() { _ = act { $0.resumeAll() } }
+
+    /// Moves a download to `position` (from 0, clamped): it changes which waiting download
+    /// starts next, not those under way.
+    /// Returns whether the download is in the queue.
+    @discardableResult
+    public func move(_ id: ID, to position: Int) -> Bool {
+        var found = false
+        act { schedule in
+            found = schedule.position(of: id) != nil
+            return schedule.move(id, to: position)
+        }
+        return found
+    }
+
+    /// Changes a download's priority: higher starts first. Returns whether it is in the queue.
+    @discardableResult
+    public func setPriority(_ id: ID, _ priority: Int) -> Bool {
+        var found = false
+        act { schedule in
+            found = schedule.position(of: id) != nil
+            return schedule.setPriority(id, priority)
+        }
+        return found
+    }
+
+    /// Downloads running at once.
+    public var maximumActive: Int { state.withLockedValue { $0.schedule.maximumActive } }
+
+    /// Changes the most downloads running at once. A lower maximum stops the last started
+    /// beyond it; they wait again with their data kept.
+    public func setMaximumActive(_ maximum: Int) { _ = act { $0.setMaximumActive(maximum) } }
+
+    /// The queue's rate limit over every download; `nil` for none.
+    public var bytesPerSecond: Int64? { limit.bytesPerSecond }
+
+    /// Changes the queue's rate limit over every download, from now on; `nil` lifts it.
+    public func setBytesPerSecond(_ bytesPerSecond: Int64?) { limit.setBytesPerSecond(bytesPerSecond.map { max(1, $0) }) }
+
+    /// Changes one download's own rate limit (within the queue's), from now on; `nil` lifts it.
+    /// Returns whether the download is in the queue.
+    @discardableResult
+    public func setBytesPerSecond(_ bytesPerSecond: Int64?, for id: ID) -> Bool {
+        guard let own = state.withLockedValue({ $0.records[id]?.limit }) else { return false }
+        own.setBytesPerSecond(bytesPerSecond.map { max(1, $0) })
+        return true
+    }
+
+    // MARK: - Looking
+
+    /// One download now, if it is in the queue.
+    public func snapshot(_ id: ID) -> DownloadSnapshot? {
+        state.withLockedValue { state in
+            state.schedule.position(of: id).map { Self.snapshot(at: $0, in: state) }
+        }
+    }
+
+    /// Every download now, in position order.
+    public func snapshots() -> [DownloadSnapshot] {
+        state.withLockedValue { state in state.schedule.entries.indices.map { Self.snapshot(at: $0, in: state) } }
+    }
+
+    private static func snapshot(at position: Int, in state: State) -> DownloadSnapshot {
+        let entry = state.schedule.entries[position]
+        let record = state.records[entry.id]!
+        return DownloadSnapshot(id: entry.id, url: redactedURL(record.url), destination: record.destination,
+                                state: DownloadState(entry.state), priority: entry.priority, position: position,
+                                progress: record.progress, bytesPerSecondLimit: record.limit.bytesPerSecond,
+                                error: entry.state == .failed ? record.error : nil, statistics: record.statistics)
+    }
+
+    /// A stream of the queue's events from now on: every download's (or, with `id`, one
+    /// download's) state changes and events. A one-download stream ends when the download is
+    /// complete, failed or removed; a whole-queue stream ends at ``shutdown()``. A subscriber
+    /// that falls behind loses only its own oldest progress events beyond `keepingProgress`.
+    public func subscribe(to id: ID? = nil, keepingProgress: Int = 64) -> QueueEvents {
+        let subscriber = EventSubscriber<QueueEvent>(keepingProgress: keepingProgress, isProgress: \.isProgress)
+        let ended = state.withLockedValue { state -> Bool in
+            if state.closed { return true }
+            if let id, state.schedule.entry(id)?.state.isFinal ?? true { return true }
+            state.subscribers.append((id, subscriber))
+            return false
+        }
+        if ended { subscriber.finish() }
+        return QueueEvents(subscriber: subscriber)
+    }
+
+    /// Returns when nothing runs and nothing waits: every download is paused, complete, failed
+    /// or removed (at once, if so already).
+    public func waitUntilIdle() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let idle = state.withLockedValue { state -> Bool in
+                if state.schedule.isIdle || state.closed { return true }
+                state.idleWaiters.append(continuation)
+                return false
+            }
+            if idle { continuation.resume() }
+        }
+    }
+
+    /// Stops every running download (each keeps its data, so a new queue resumes it), ends
+    /// every subscriber's stream, and, if the queue made its session, shuts that down. The
+    /// states stay as they were; nothing can be added afterwards.
+    public func shutdown() async {
+        let (tasks, effects) = state.withLockedValue { state -> ([Task<Void, Never>], Effects) in
+            state.closed = true
+            var effects = Effects()
+            effects.wakes = state.idleWaiters
+            effects.ended = state.subscribers.map(\.subscriber)
+            state.idleWaiters = []
+            state.subscribers = []
+            for id in state.records.keys {
+                if state.records[id]!.expected {
+                    state.records[id]!.expected = false
+                    session.limiter?.expect(host: state.records[id]!.host, -1)
+                }
+            }
+            return (state.records.values.compactMap(\.task), effects)
+        }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+        effects.run()
+        if ownsSession { await session.shutdown() }
+    }
+
+    // MARK: - Carrying the decisions out
+
+    /// Applies `decide` to the schedule and carries its actions out; returns whether it did
+    /// anything.
+    @discardableResult
+    private func act(_ decide: (inout QueueSchedule) -> [QueueSchedule.Action]) -> Bool {
+        change { state in state.closed ? [] : decide(&state.schedule) }
+    }
+
+    @discardableResult
+    private func change<E: Error>(_ decide: (inout State) throws(E) -> [QueueSchedule.Action]) throws(E) -> Bool {
+        // The lock's closure rethrows untyped errors: the typed one travels in a Result.
+        let outcome = state.withLockedValue { state -> Result<(Bool, Effects), E> in
+            do throws(E) {
+                let actions = try decide(&state)
+                return .success((!actions.isEmpty, apply(actions, &state)))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let (acted, effects) = try outcome.get()
+        effects.run()
+        return acted
+    }
+
+    /// Under the lock: reports each change, starts and stops downloads, keeps the per-host
+    /// count of waiting work, and wakes the idle waiters.
+    private func apply(_ actions: [QueueSchedule.Action], _ state: inout State) -> Effects {
+        var effects = Effects()
+        for action in actions {
+            switch action {
+            case .changed(let id, let new):
+                let downloadState = DownloadState(new)
+                publish(QueueEvent(id: id, state: downloadState), &state)
+                if downloadState.isFinal {
+                    // Its own subscribers' streams end.
+                    let (ended, kept) = (state.subscribers.filter { $0.id == id }, state.subscribers.filter { $0.id != id })
+                    effects.ended += ended.map(\.subscriber)
+                    state.subscribers = kept
+                }
+            case .start(let id):
+                start(id, &state)
+            case .stop(let id):
+                if let task = state.records[id]?.task { effects.stops.append(task) }
+            }
+        }
+        // Under a per-host cap, waiting downloads count as work for their host: running ones
+        // split no healthy range while it waits.
+        if let limiter = session.limiter {
+            for entry in state.schedule.entries {
+                let waits = entry.state == .waiting && !entry.running
+                guard var record = state.records[entry.id], record.expected != waits else { continue }
+                record.expected = waits
+                limiter.expect(host: record.host, waits ? 1 : -1)
+                state.records[entry.id] = record
+            }
+        }
+        if state.schedule.isIdle {
+            effects.wakes += state.idleWaiters
+            state.idleWaiters = []
+        }
+        return effects
+    }
+
+    private func publish(_ event: QueueEvent, _ state: inout State) {
+        for (id, subscriber) in state.subscribers where id == nil || id == event.id { subscriber.deliver(event) }
+    }
+
+    /// Under the lock: starts a run of `id`.
+    private func start(_ id: ID, _ state: inout State) {
+        guard var record = state.records[id] else { return }
+        record.run += 1
+        record.progress = nil
+        record.error = nil
+        let run = record.run
+        var options = record.options
+        options.rateLimit = record.limit
+        let download = Download(record.url, destination: record.destination, consumer: nil, options: options, session: session,
+                                tap: { [weak self] event in self?.downloadEvent(event, of: id, run: run) })
+        record.task = Task { [weak self] in await self?.perform(download, id: id, run: run) }
+        state.records[id] = record
+    }
+
+    /// Runs one download to its end, and reports when its network part is over and how it ended.
+    private func perform(_ download: Download, id: ID, run: Int) async {
+        let watcher = Task { [weak self] in
+            await download.transferred()
+            self?.report(id, run: run) { $0.transferred(id) }
+        }
+        let outcome: QueueSchedule.Outcome
+        do throws(DownloadError) {
+            _ = try await download.run()
+            outcome = .completed
+        } catch {
+            outcome = error.code == .interrupted ? .stopped : .failed
+        }
+        await watcher.value
+        report(id, run: run) { $0.ended(id, outcome) }
+    }
+
+    private func report(_ id: ID, run: Int, _ decide: (inout QueueSchedule) -> [QueueSchedule.Action]) {
+        change { state in
+            guard !state.closed, state.records[id]?.run == run else { return [] }
+            return decide(&state.schedule)
+        }
+    }
+
+    /// A download's event, from the thread that emits it: kept for snapshots and handed to the
+    /// subscribers.
+    private func downloadEvent(_ event: DownloadEvent, of id: ID, run: Int) {
+        state.withLockedValue { state in
+            guard !state.closed, var record = state.records[id], record.run == run else { return }
+            switch event.kind {
+            case .progress: record.progress = event.progress
+            case .finished: record.statistics = event.statistics
+            case .failed: record.error = event.error
+            default: break
+            }
+            state.records[id] = record
+            publish(QueueEvent(id: id, event: event), &state)
+        }
+    }
+
+    /// 16 hexadecimal digits from the system's random source, as aria2's GIDs.
+    static func newID() -> ID {
+        var generator = SystemRandomNumberGenerator()
+        let value = generator.next() as UInt64
+        let hex = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
+
+extension DownloadState {
+    init(_ state: QueueSchedule.State) {
+        self.init(rawValue: state.rawValue)
+    }
+}

@@ -1,0 +1,160 @@
+import DownloadCore
+import Testing
+
+/// The download queue's decisions: start order, what a freed slot goes to, and a changed maximum.
+@Suite("Queue schedule")
+struct QueueScheduleTests {
+    typealias Action = QueueSchedule.Action
+
+    /// The `.start` actions among `actions`, in order.
+    static func starts(_ actions: [Action]) -> [String] {
+        actions.compactMap { if case .start(let id) = $0 { id } else { nil } }
+    }
+
+    static func stops(_ actions: [Action]) -> [String] {
+        actions.compactMap { if case .stop(let id) = $0 { id } else { nil } }
+    }
+
+    /// A queue with its maximum at 0 starts nothing (clamped to 1 later); so the table adds
+    /// everything paused, sets the priorities, then resumes all at once.
+    @Test(arguments: [
+        // (id, priority) in the order added, maximum → the downloads started, in order
+        ([("a", 0), ("b", 0), ("c", 0)], 2, ["a", "b"]),
+        ([("a", 0), ("b", 5), ("c", 1)], 2, ["b", "c"]),
+        ([("a", 1), ("b", 5), ("c", 5)], 3, ["b", "c", "a"]),  // equal priorities: the earlier position
+        ([("a", -1), ("b", 0)], 1, ["b"]),
+    ] as [([(String, Int)], Int, [String])])
+    func startOrderIsPriorityThenPosition(added: [(String, Int)], maximum: Int, started: [String]) {
+        var queue = QueueSchedule(maximumActive: maximum)
+        for (id, priority) in added { _ = queue.add(id, priority: priority, paused: true) }
+        #expect(Self.starts(queue.resumeAll()) == started)
+        #expect(queue.slotsHeld == started.count)
+    }
+
+    @Test func aDownloadAddedWithAPositionJumpsTheQueue() {
+        var queue = QueueSchedule(maximumActive: 1)
+        #expect(Self.starts(queue.add("a")) == ["a"])
+        _ = queue.add("b")
+        _ = queue.add("c")
+        _ = queue.add("d", at: 1)  // before b
+        #expect(queue.entries.map(\.id) == ["a", "d", "b", "c"])
+        #expect(Self.starts(queue.ended("a", .completed)) == ["d"])
+        _ = queue.move("c", to: 0)
+        #expect(Self.starts(queue.ended("d", .completed)) == ["c"])
+    }
+
+    enum Freeing: String, CaseIterable, Sendable {
+        case completion, failure, pause, removal, transferred
+    }
+
+    /// Two slots, a and b active, c and d waiting: whatever frees a's slot, c gets it, and a
+    /// ends in the right state.
+    @Test(arguments: [
+        (Freeing.completion, QueueSchedule.State.complete, false),
+        (.failure, .failed, false),
+        (.pause, .paused, true),
+        (.removal, .removed, true),
+        (.transferred, .active, false),
+    ])
+    func aFreedSlotGoesToTheNextWaiting(how: Freeing, stateOfA: QueueSchedule.State, stops: Bool) {
+        var queue = QueueSchedule(maximumActive: 2)
+        var started: [String] = []
+        for id in ["a", "b", "c", "d"] { started += Self.starts(queue.add(id)) }
+        #expect(started == ["a", "b"])
+        var actions: [Action]
+        switch how {
+        case .completion: actions = queue.ended("a", .completed)
+        case .failure: actions = queue.ended("a", .failed)
+        case .pause: actions = queue.pause("a")
+        case .removal: actions = queue.remove("a")
+        case .transferred: actions = queue.transferred("a")
+        }
+        #expect(Self.stops(actions) == (stops ? ["a"] : []))
+        if stops {
+            // A stopped download holds its slot until it has ended.
+            #expect(Self.starts(actions).isEmpty)
+            #expect(queue.slotsHeld == 2)
+            actions = queue.ended("a", .stopped)
+        }
+        #expect(Self.starts(actions) == ["c"])
+        #expect(queue.entry("a")?.state == stateOfA)
+        #expect(queue.entry("c")?.state == .active && queue.entry("d")?.state == .waiting)
+        #expect(queue.slotsHeld == 2)
+    }
+
+    @Test(arguments: [
+        // maximum before, after → stopped (last in start order first), started
+        (3, 1, ["c", "b"], [String]()),
+        (3, 2, ["c"], []),
+        (2, 4, [], ["c", "d"]),
+        (1, 1, [], []),
+    ])
+    func aChangedMaximum(before: Int, after: Int, stopped: [String], started: [String]) {
+        var queue = QueueSchedule(maximumActive: before)
+        for id in ["a", "b", "c", "d", "e"] { _ = queue.add(id) }
+        let actions = queue.setMaximumActive(after)
+        #expect(Self.stops(actions) == stopped)
+        #expect(Self.starts(actions) == started)
+        // Those stopped wait again, and start once the slots they held are free.
+        for id in stopped {
+            #expect(queue.entry(id)?.state == .waiting)
+            #expect(Self.starts(queue.ended(id, .stopped)).isEmpty)
+        }
+        #expect(queue.slotsHeld == min(after, 5))
+        if after < before {
+            // A freed slot goes to the earliest waiting: the first stopped one comes back last.
+            #expect(Self.starts(queue.ended("a", .completed)) == [stopped.last!])
+        }
+    }
+
+    @Test func pauseAndResumeAllKeepOrderAndReportEveryChange() {
+        var queue = QueueSchedule(maximumActive: 1)
+        _ = queue.add("a")
+        _ = queue.add("b")
+        let paused = queue.pauseAll()
+        #expect(paused == [.changed("a", .paused), .stop("a"), .changed("b", .paused)])
+        #expect(queue.resumeAll() == [.changed("a", .waiting), .changed("b", .waiting)])  // a still winds down
+        #expect(queue.ended("a", .stopped) == [.changed("a", .active), .start("a")])
+        #expect(queue.ended("a", .completed) == [.changed("a", .complete), .changed("b", .active), .start("b")])
+    }
+
+    @Test func aDownloadThatFinishesBeforeItsStopIsComplete() {
+        var queue = QueueSchedule(maximumActive: 1)
+        _ = queue.add("a")
+        _ = queue.pause("a")
+        #expect(queue.ended("a", .completed) == [.changed("a", .complete)])
+        // Removed stays removed.
+        _ = queue.add("b")
+        _ = queue.remove("b")
+        #expect(queue.ended("b", .completed).isEmpty && queue.entry("b")?.state == .removed)
+    }
+
+    @Test func aFailedDownloadCanBeTriedAgainAndAFinalOneForgotten() {
+        var queue = QueueSchedule(maximumActive: 1)
+        _ = queue.add("a")
+        _ = queue.ended("a", .failed)
+        #expect(queue.isIdle)
+        #expect(queue.resume("a") == [.changed("a", .waiting), .changed("a", .active), .start("a")])
+        let forgotWhileRunning = queue.forget("a")
+        #expect(!forgotWhileRunning)
+        _ = queue.ended("a", .completed)
+        let forgot = queue.forget("a")
+        #expect(forgot && queue.entries.isEmpty)
+    }
+
+    @Test func anUnexpectedStopIsAFailure() {
+        var queue = QueueSchedule(maximumActive: 1)
+        _ = queue.add("a")
+        #expect(queue.ended("a", .stopped) == [.changed("a", .failed)])
+    }
+
+    @Test func operationsOnUnknownOrWrongStatesDoNothing() {
+        var queue = QueueSchedule(maximumActive: 1)
+        #expect(queue.pause("x").isEmpty && queue.resume("x").isEmpty && queue.remove("x").isEmpty)
+        _ = queue.add("a")
+        #expect(queue.resume("a").isEmpty)  // active, not paused
+        _ = queue.ended("a", .completed)
+        #expect(queue.pause("a").isEmpty)  // complete
+        #expect(queue.ended("a", .completed).isEmpty)  // not running
+    }
+}
