@@ -17,4 +17,11 @@ struct InputOptions: ParsableArguments {
     @Option(name: [.customShort("j", allowingJoined: true), .long],
             parsing: .unconditional, help: ArgumentHelp("Files downloaded at the same time when there are several URLs.", valueName: "n"))
     var jobs = 1
+
+    @Option(name: .long, help: ArgumentHelp("Resume every partial download under DIR (from its manifests), with the other URLs.",
+                                            valueName: "dir"))
+    var resumePartials: String?
+
+    @Option(name: .long, help: ArgumentHelp("List the partial downloads under DIR as JSON lines, and exit.", valueName: "dir"))
+    var listPartials: String?
 }

@@ -163,12 +163,17 @@ extension String {
 }
 
 /// Writes to standard error without buffering.
-func writeRaw(_ text: String) {
+func writeRaw(_ text: String) { write(text, to: STDERR_FILENO) }
+
+/// Writes to standard output without buffering.
+func writeOut(_ text: String) { write(text, to: STDOUT_FILENO) }
+
+private func write(_ text: String, to descriptor: Int32) {
     var t = text
     t.withUTF8 { buffer in
         var offset = 0
         while offset < buffer.count {
-            let n = write(STDERR_FILENO, buffer.baseAddress! + offset, buffer.count - offset)
+            let n = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
             if n <= 0 {
                 if n < 0 && errno == EINTR { continue }
                 return

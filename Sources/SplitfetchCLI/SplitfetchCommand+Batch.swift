@@ -13,6 +13,9 @@ extension SplitfetchCommand {
     func executeMany() async -> ExitStatus {
         var collected = urls
         var mirrorsOf = urls.map { _ in [String]() }
+        // A partial download's own destination (--resume-partials); the others are named from
+        // their URL in --directory.
+        var destinationOf = urls.map { _ in String?.none }
         if let inputFile = input.inputFile {
             guard let text = readText(inputFile) else { return fail(.usage, "cannot read \(inputFile)") }
             // aria2's convention: URLs of one file on one line, separated by tabs; the first is
@@ -22,7 +25,17 @@ extension SplitfetchCommand {
                 let sources = line.split(separator: "\t").map { String($0).trimmingCharacters() }.filter { !$0.isEmpty }
                 collected.append(sources[0])
                 mirrorsOf.append(Array(sources.dropFirst()))
+                destinationOf.append(nil)
             }
+        }
+        if let directory = input.resumePartials {
+            do throws(DownloadError) {
+                for partial in try await PartialDownload.list(in: FilePath(directory)) {
+                    collected.append(partial.url)
+                    mirrorsOf.append(partial.mirrors)
+                    destinationOf.append(partial.destination.string)
+                }
+            } catch { return fail(ExitStatus(error.code), error.message) }
         }
         let list = collected
         guard !list.isEmpty else { return fail(.usage, "no URLs to download") }
@@ -53,7 +66,7 @@ extension SplitfetchCommand {
         var indexOfFile: [Int] = []
         for (index, url) in list.enumerated() {
             let name = defaultFileName(forURL: url)
-            let path = directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
+            let path = destinationOf[index] ?? directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
             var fileOptions = options
             fileOptions.mirrors = mirrorsOf[index]
             do throws(DownloadError) {
@@ -101,47 +114,79 @@ extension SplitfetchCommand {
         return results.count == list.count ? .success : .interrupted
     }
 
-    /// Runs the files of a batch through the session, printing a line as each ends; the results
-    /// in the order of `list`.
-    private func runBatch(_ batch: [BatchFile], listIndex: [Int], failedEarly: [(Int, Result<DownloadStatistics, DownloadError>)],
-                          of list: [String], session: Session, log: EventLog?) async -> [(String, Result<DownloadStatistics, DownloadError>)] {
-        let (jobs, quiet) = (input.jobs, output.quiet)
-        // The event readers end when their download's run() does; the log closes after them.
-        let readers = EventReaders()
-        var results = [(String, Result<DownloadStatistics, DownloadError>)?](repeating: nil, count: list.count)
-        for (index, result) in failedEarly {
-            results[index] = (list[index], result)
-            if case .failure(let e) = result { writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n") }
+    /// `--list-partials DIR`: one JSON line per partial download under `DIR`, in the library's
+    /// form (``PartialDownload``), URLs without credentials.
+    func listPartials(in directory: String) async -> ExitStatus {
+        let partials: [PartialDownload]
+        do throws(DownloadError) { partials = try await PartialDownload.list(in: FilePath(directory)) } catch {
+            return fail(ExitStatus(error.code), error.message)
         }
-        var observe: (@Sendable (Int, Download) -> Void)?
-        if let log {
-            observe = { index, download in
-                let number = listIndex[index]
-                readers.add(Task { for await event in download.events { log.record(event, download: number) } })
-            }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        for var partial in partials {
+            partial.url = redactedURL(partial.url)
+            partial.finalURL = redactedURL(partial.finalURL)
+            partial.mirrors = partial.mirrors.map(redactedURL)
+            guard let data = try? encoder.encode(partial) else { continue }
+            writeOut(String(decoding: data, as: UTF8.self) + "\n")
         }
-        for await file in session.download(batch, jobs: jobs, observe: observe) {
-            results[listIndex[file.index]] = (file.url, file.result)
-            switch file.result {
-            case .success(let s) where !quiet:
-                writeRaw("\(s.path): \(ByteCount.format(Double(s.size))) in \(ByteCount.fixed(s.seconds, 2)) s\n")
-                writeDigests(s)
-            case .failure(let e):
-                writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n")
-            default:
-                break
-            }
-        }
-        await readers.waitForAll()
-        return results.compactMap { $0 }
+        return .success
     }
 
-    /// The tasks writing each download's events to `--events`, awaited before the log closes.
-    final class EventReaders: Sendable {
-        private let tasks = Mutex<[Task<Void, Never>]>([])
-        func add(_ task: Task<Void, Never>) { tasks.withLock { $0.append(task) } }
-        func waitForAll() async {
-            for task in tasks.withLock({ $0 }) { await task.value }
+    /// Runs the files of a batch through a ``DownloadQueue`` over the session, printing a line as
+    /// each ends; the results in the order of `list`. Each file's identifier in the queue is its
+    /// index in `list`, which `--events` lines carry as `download`.
+    private func runBatch(_ batch: [BatchFile], listIndex: [Int], failedEarly: [(Int, Result<DownloadStatistics, DownloadError>)],
+                          of list: [String], session: Session, log: EventLog?) async -> [(String, Result<DownloadStatistics, DownloadError>)] {
+        let quiet = output.quiet
+        let results = Mutex([(String, Result<DownloadStatistics, DownloadError>)?](repeating: nil, count: list.count))
+        for (index, result) in failedEarly {
+            results.withLock { $0[index] = (list[index], result) }
+            if case .failure(let e) = result { writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n") }
         }
+        let queue = DownloadQueue(session: session, maximumActive: input.jobs)
+        // Lifecycle events are never dropped; progress only matters to --events.
+        let events = queue.subscribe(keepingProgress: log == nil ? 1 : 1024)
+        let reader = Task {
+            for await item in events {
+                guard let event = item.event, let index = Int(item.id) else { continue }
+                log?.record(event, download: index)
+                let result: Result<DownloadStatistics, DownloadError>
+                switch event.kind {
+                case .finished: result = .success(event.statistics!)
+                case .failed: result = .failure(event.error!)
+                default: continue
+                }
+                results.withLock { $0[index] = (list[index], result) }
+                switch result {
+                case .success(let s) where !quiet:
+                    writeRaw("\(s.path): \(ByteCount.format(Double(s.size))) in \(ByteCount.fixed(s.seconds, 2)) s\n")
+                    writeDigests(s)
+                case .failure(let e):
+                    writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n")
+                default:
+                    break
+                }
+            }
+        }
+        for (position, file) in batch.enumerated() {
+            let index = listIndex[position]
+            do throws(DownloadError) {
+                try queue.add(file.url, to: file.destination, options: file.options, id: String(index))
+            } catch {
+                results.withLock { $0[index] = (list[index], .failure(error)) }
+                writeRaw("splitfetch: \(error.message)\n")
+            }
+        }
+        // A signal cancels this task: the queue stops every download (each keeps its data and
+        // says it was interrupted), and those not begun are not begun.
+        await withTaskCancellationHandler {
+            await queue.waitUntilIdle()
+        } onCancel: {
+            Task { await queue.shutdown() }
+        }
+        await queue.shutdown()
+        await reader.value
+        return results.withLock { $0.compactMap { $0 } }
     }
 }

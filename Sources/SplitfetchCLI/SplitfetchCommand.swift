@@ -42,11 +42,11 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
     var url: String { urls.first ?? "" }
 
     public mutating func validate() throws {
-        guard !urls.isEmpty || input.inputFile != nil else {
-            throw ValidationError("missing URL (give one or more, or --input-file)")
+        guard !urls.isEmpty || input.inputFile != nil || input.resumePartials != nil || input.listPartials != nil else {
+            throw ValidationError("missing URL (give one or more, --input-file, or --resume-partials)")
         }
         guard (1...64).contains(input.jobs) else { throw ValidationError("--jobs must be between 1 and 64") }
-        if output.output != nil && (urls.count > 1 || input.inputFile != nil) {
+        if output.output != nil && (urls.count > 1 || input.inputFile != nil || input.resumePartials != nil) {
             throw ValidationError("--output names one file; with several URLs use --directory")
         }
         guard (1...DownloadOptions.maximumConnections).contains(transfer.connections) else {
@@ -197,7 +197,8 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
     }
 
     func execute() async -> ExitStatus {
-        if urls.count > 1 || input.inputFile != nil { return await executeMany() }
+        if let directory = input.listPartials { return await listPartials(in: directory) }
+        if urls.count > 1 || input.inputFile != nil || input.resumePartials != nil { return await executeMany() }
         let path = destination()
         var options = makeOptions()
         do throws(DownloadError) {

@@ -8,7 +8,7 @@ public import SystemPackage
 /// same destination resumes each.
 ///
 /// Thread safety: a value.
-public struct PartialDownload: Sendable, Equatable {
+public struct PartialDownload: Sendable, Equatable, Codable {
     /// The URL the download was given, as its manifest records it: without credentials or the
     /// values of query secrets (a presigned URL's signature). A URL that carried them is to be
     /// given again in full; a resume matches the recorded form.
@@ -57,5 +57,19 @@ public struct PartialDownload: Sendable, Equatable {
                                    size: manifest.size, bytesOnDisk: manifest.storedBytes(currentBootID: currentBootID),
                                    etag: manifest.etag, lastModified: manifest.lastModified, mirrors: manifest.mirrors ?? [])
         }
+    }
+}
+
+// A path's JSON form is its string, not swift-system's storage: the synthesized `Codable` of
+// ``PartialDownload`` and ``DownloadSnapshot`` picks these overloads.
+extension KeyedEncodingContainer {
+    mutating func encode(_ path: FilePath, forKey key: Key) throws {
+        try encode(path.string, forKey: key)
+    }
+}
+
+extension KeyedDecodingContainer {
+    func decode(_ type: FilePath.Type, forKey key: Key) throws -> FilePath {
+        FilePath(try decode(String.self, forKey: key))
     }
 }

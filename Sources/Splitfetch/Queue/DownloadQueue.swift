@@ -412,10 +412,10 @@ public final class DownloadQueue: Sendable {
     }
 
     /// A download's event, from the thread that emits it: kept for snapshots and handed to the
-    /// subscribers.
+    /// subscribers (also while ``shutdown()`` stops it: its last event says it was interrupted).
     private func downloadEvent(_ event: DownloadEvent, of id: ID, run: Int) {
         state.withLockedValue { state in
-            guard !state.closed, var record = state.records[id], record.run == run else { return }
+            guard var record = state.records[id], record.run == run else { return }
             switch event.kind {
             case .progress: record.progress = event.progress
             case .finished: record.statistics = event.statistics
