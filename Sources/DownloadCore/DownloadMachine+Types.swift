@@ -243,9 +243,9 @@ extension DownloadMachine {
     public struct TransferFailure: Sendable, Equatable {
         /// The HTTP status, when a response arrived.
         public var httpStatus: Int?
-        /// Whether the same request may succeed later (network errors, 408, 429, 5xx, a wrong
-        /// range). Anything else ends the download.
-        public var isTransient: Bool
+        /// What went wrong; whether it is transient is the core's table
+        /// (``RetryPolicy/isTransient(_:)``).
+        public var kind: FailureKind
         /// The server's `Retry-After`, if it sent one.
         public var retryAfter: RetryAfter?
         /// The total size a `206` or `416` named when it disagreed with the probed size.
@@ -253,10 +253,16 @@ extension DownloadMachine {
         /// The server answered `If-Range` with the whole file although the file is unchanged.
         public var ignoredIfRange: Bool
 
-        public init(httpStatus: Int? = nil, isTransient: Bool, retryAfter: RetryAfter? = nil, observedTotal: Int64? = nil,
+        /// Whether the same request may succeed later (network errors, 408, 429, 5xx, a wrong
+        /// range). Anything else ends the download.
+        public var isTransient: Bool { RetryPolicy.isTransient(kind) }
+
+        /// - Parameter kind: by default the HTTP status's, when there is one.
+        public init(httpStatus: Int? = nil, kind: FailureKind? = nil, retryAfter: RetryAfter? = nil, observedTotal: Int64? = nil,
                     ignoredIfRange: Bool = false) {
+            precondition(kind != nil || httpStatus != nil, "a failure needs a kind or a status")
             self.httpStatus = httpStatus
-            self.isTransient = isTransient
+            self.kind = kind ?? .http(httpStatus!)
             self.retryAfter = retryAfter
             self.observedTotal = observedTotal
             self.ignoredIfRange = ignoredIfRange

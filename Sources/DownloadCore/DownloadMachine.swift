@@ -264,7 +264,7 @@ public struct DownloadMachine: Sendable {
         case (.takenOver?, _), (.stopping?, _):
             break
         case (.stalled?, _):
-            judge(failure: TransferFailure(isTransient: true), of: transfer, wrote: wrote, now: now, into: &actions)
+            judge(failure: TransferFailure(kind: .network(.stalled)), of: transfer, wrote: wrote, now: now, into: &actions)
         case (nil, .aborted):
             stop(.cancelled)  // stopped from outside: the caller is going away
         case (nil, .completed):
@@ -277,7 +277,7 @@ public struct DownloadMachine: Sendable {
                 sources[slots[slot].source].failuresInARow = 0
                 resolutionsLeft = Self.resolutionsInARow
             } else {
-                judge(failure: TransferFailure(isTransient: true), of: transfer, wrote: wrote, now: now, into: &actions)
+                judge(failure: TransferFailure(kind: .protocolFault(.lengthMismatch)), of: transfer, wrote: wrote, now: now, into: &actions)
             }
         case (nil, .failed(let failure)):
             judge(failure: failure, of: transfer, wrote: wrote, now: now, into: &actions)

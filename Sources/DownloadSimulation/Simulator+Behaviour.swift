@@ -32,7 +32,7 @@ extension Simulator {
         if case .diesAt(let t)? = scenario.sources.isEmpty ? nil : scenario.sources[start.source].fault {
             // Refused once it is gone; reset where it got to by then while it was serving.
             if now >= t {
-                transfers[start.id]!.behaviour = .fail(DownloadMachine.TransferFailure(isTransient: true))
+                transfers[start.id]!.behaviour = .fail(DownloadMachine.TransferFailure(kind: .network(.receive)))
             } else if case .healthy = behaviour {
                 let cut = first + Int64((t - now) * rate)
                 if cut < end { transfers[start.id]!.behaviour = .resetAfter(cut) }
@@ -42,19 +42,19 @@ extension Simulator {
 
     mutating func chooseBehaviour(for start: DownloadMachine.TransferStart, first: Int64, end: Int64) -> Behaviour {
         if !scenario.sources.isEmpty, scenario.sources[start.source].fault == .notFound {
-            return .fail(DownloadMachine.TransferFailure(httpStatus: 404, isTransient: false))
+            return .fail(DownloadMachine.TransferFailure(httpStatus: 404))
         }
         switch scenario.persistent {
         case .notFound?:
-            return .fail(DownloadMachine.TransferFailure(httpStatus: 404, isTransient: false))
+            return .fail(DownloadMachine.TransferFailure(httpStatus: 404))
         case .alwaysBusy?:
-            return .fail(DownloadMachine.TransferFailure(httpStatus: 503, isTransient: true, retryAfter: .seconds(1)))
+            return .fail(DownloadMachine.TransferFailure(httpStatus: 503, retryAfter: .seconds(1)))
         default:
             break
         }
         if start.range != nil, let planned = plannedSize, planned != scenario.size {
             // The 206 names the server's real total.
-            return .fail(DownloadMachine.TransferFailure(httpStatus: 206, isTransient: true, observedTotal: scenario.size))
+            return .fail(DownloadMachine.TransferFailure(httpStatus: 206, kind: .protocolFault(.wrongRange), observedTotal: scenario.size))
         }
         if start.range == nil && !scenario.acceptsRanges && plannedSize != nil {
             violations.append("a whole-file request in a segmented download")
@@ -73,9 +73,9 @@ extension Simulator {
         if roll < mix.busy {
             let wall: Int64 = 1_800_000_000 + Int64(now)
             let after: RetryAfter = rng.next() % 2 == 0 ? .seconds(Int64(rng.next() % 3)) : .date(wall + 2, receivedAt: wall)
-            return .fail(DownloadMachine.TransferFailure(httpStatus: 503, isTransient: true, retryAfter: after))
+            return .fail(DownloadMachine.TransferFailure(httpStatus: 503, retryAfter: after))
         }
-        return .fail(DownloadMachine.TransferFailure(httpStatus: 206, isTransient: true))
+        return .fail(DownloadMachine.TransferFailure(httpStatus: 206, kind: .protocolFault(.wrongRange)))
     }
 
     mutating func drawLatency() -> Double {

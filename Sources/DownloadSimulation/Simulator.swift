@@ -197,7 +197,7 @@ public struct Simulator {
         let piece = min(max(4096, Int64(t.rate * 0.1)), limit - t.offset)
         if piece <= 0 {
             if case .resetAfter = t.behaviour {
-                return end(id, .failed(DownloadMachine.TransferFailure(isTransient: true)))
+                return end(id, .failed(DownloadMachine.TransferFailure(kind: .network(.receive))))
             }
             if case .stallAfter = t.behaviour {
                 transfers[id]!.next = .infinity  // silent until aborted

@@ -143,7 +143,7 @@ struct DownloadMachineTests {
     @Test func aBodyThatEndsEarlyIsRetriedFromItsFirstUnwrittenByte() {
         var (m, _) = Self.running()
         _ = Self.write(&m, 1, from: 0, Self.MiB, now: 1)
-        let ended = m.transferEnded(1, .failed(M.TransferFailure(isTransient: true)), now: 1)
+        let ended = m.transferEnded(1, .failed(M.TransferFailure(kind: .network(.receive))), now: 1)
         guard case .notify(.retrying(0, 1, 1, let delay))? = ended.first else {
             Issue.record("expected a retry notice, got \(ended)")
             return
@@ -173,7 +173,7 @@ struct DownloadMachineTests {
     /// ordinary failure.
     @Test func aMishandledIfRangeIsDroppedOnce() {
         var (m, _) = Self.running()
-        let ignored = M.TransferFailure(httpStatus: 200, isTransient: true, ignoredIfRange: true)
+        let ignored = M.TransferFailure(httpStatus: 200, kind: .protocolFault(.ignoredIfRange), ignoredIfRange: true)
         let ended = m.transferEnded(2, .failed(ignored), now: 1)
         #expect(ended.first == .notify(.ifRangeDropped(connection: 1, transfer: 2)))
         let again = Self.starts(ended)
@@ -190,7 +190,7 @@ struct DownloadMachineTests {
 
     @Test func aTransientFailureBacksOffExponentiallyThenGivesUp() {
         var (m, _) = Self.running(Self.configuration(retries: 2))
-        let failure = M.TransferFailure(httpStatus: 500, isTransient: true)
+        let failure = M.TransferFailure(httpStatus: 500)
         var delays: [Double] = []
         var id = 1
         var now = 0.0
@@ -223,7 +223,7 @@ struct DownloadMachineTests {
 
     @Test func aPermanentFailureEndsTheDownloadAtOnce() {
         var (m, _) = Self.running()
-        let actions = m.transferEnded(1, .failed(M.TransferFailure(httpStatus: 404, isTransient: false)), now: 1)
+        let actions = m.transferEnded(1, .failed(M.TransferFailure(httpStatus: 404)), now: 1)
         #expect(actions.first == .abort(2, .stopping))
         #expect(m.phase == .stopping(.transfer(1, gaveUpAfter: nil)))
     }
@@ -238,7 +238,7 @@ struct DownloadMachineTests {
         var m = M(configuration: Self.configuration(connections: 1))
         _ = m.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true), now: 0)
         _ = m.prepared(now: 0)
-        let actions = m.transferEnded(1, .failed(M.TransferFailure(httpStatus: status, isTransient: true, retryAfter: after)), now: 5)
+        let actions = m.transferEnded(1, .failed(M.TransferFailure(httpStatus: status, retryAfter: after)), now: 5)
         #expect(actions.first == .notify(.retrying(connection: 0, transfer: 1, attempt: 1, delay: expected)))
     }
 
@@ -246,7 +246,7 @@ struct DownloadMachineTests {
         var m = M(configuration: Self.configuration(connections: 1))
         _ = m.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true), now: 0)
         _ = m.prepared(now: 0)
-        let actions = m.transferEnded(1, .failed(M.TransferFailure(httpStatus: 500, isTransient: true, retryAfter: .seconds(20))),
+        let actions = m.transferEnded(1, .failed(M.TransferFailure(httpStatus: 500, retryAfter: .seconds(20))),
                                       now: 5)
         guard case .notify(.retrying(_, _, _, let delay))? = actions.first else {
             Issue.record("\(actions)")
@@ -257,7 +257,7 @@ struct DownloadMachineTests {
 
     @Test func aBusyServerGetsOneConnectionFewerWhileOthersRun() {
         var (m, _) = Self.running()
-        let busy = M.TransferFailure(httpStatus: 503, isTransient: true, retryAfter: .seconds(1))
+        let busy = M.TransferFailure(httpStatus: 503, retryAfter: .seconds(1))
         #expect(m.transferEnded(1, .failed(busy), now: 1).first == .notify(.connectionsReduced(remaining: 1, transfer: 2 - 1)))
         // The last connection stays and waits as asked; its range is taken by the other one meanwhile.
         _ = Self.write(&m, 2, from: 2 * Self.MiB, 2 * Self.MiB, now: 1.5)
@@ -270,7 +270,7 @@ struct DownloadMachineTests {
 
     @Test func anotherTotalBeforeAnyByteRestartsFromAProbe() {
         var (m, _) = Self.running()
-        let mismatch = M.TransferFailure(httpStatus: 206, isTransient: true, observedTotal: 3 * Self.MiB)
+        let mismatch = M.TransferFailure(httpStatus: 206, kind: .protocolFault(.wrongRange), observedTotal: 3 * Self.MiB)
         #expect(m.transferEnded(1, .failed(mismatch), now: 1) == [.abort(2, .stopping)])
         #expect(m.transferEnded(2, .aborted, now: 1.01) == [.discardAndProbeAgain])
         // The ranged probe agrees with the 206: segmented at the new size, and no second restart.
@@ -290,7 +290,7 @@ struct DownloadMachineTests {
 
     @Test func aProbeThatStillDisagreesFallsBackToOneStream() {
         var (m, _) = Self.running()
-        _ = m.transferEnded(1, .failed(M.TransferFailure(isTransient: true, observedTotal: 3 * Self.MiB)), now: 1)
+        _ = m.transferEnded(1, .failed(M.TransferFailure(kind: .protocolFault(.wrongRange), observedTotal: 3 * Self.MiB)), now: 1)
         _ = m.transferEnded(2, .aborted, now: 1)
         let again = m.probed(M.ProbeAnswer(size: 5 * Self.MiB, acceptsRanges: true), now: 1.1)
         #expect(again == [.prepare(M.Preparation(mode: .stream(size: nil), manifest: nil))])
@@ -301,7 +301,7 @@ struct DownloadMachineTests {
     @Test func anotherTotalAfterBytesWereWrittenIsRetriedNotRestarted() {
         var (m, _) = Self.running()
         _ = Self.write(&m, 2, from: 2 * Self.MiB, 4096, now: 0.5)
-        let actions = m.transferEnded(1, .failed(M.TransferFailure(isTransient: true, observedTotal: 3 * Self.MiB)), now: 1)
+        let actions = m.transferEnded(1, .failed(M.TransferFailure(kind: .protocolFault(.wrongRange), observedTotal: 3 * Self.MiB)), now: 1)
         #expect(!actions.contains(.discardAndProbeAgain))
         if case .notify(.retrying)? = actions.first {} else { Issue.record("\(actions)") }
     }
@@ -311,7 +311,7 @@ struct DownloadMachineTests {
     @Test func a416NamingAnotherSizeRestartsEvenAfterBytes() {
         var (m, _) = Self.running()
         _ = Self.write(&m, 1, from: 0, 4096, now: 0.5)
-        let ended = m.transferEnded(2, .failed(M.TransferFailure(httpStatus: 416, isTransient: false, observedTotal: 3 * Self.MiB)), now: 1)
+        let ended = m.transferEnded(2, .failed(M.TransferFailure(httpStatus: 416, observedTotal: 3 * Self.MiB)), now: 1)
         #expect(ended == [.abort(1, .stopping)])
         #expect(m.transferEnded(1, .aborted, now: 1.1).contains(.discardAndProbeAgain))
         // Its ranges are not trusted again, even when the new probe agrees with the 416.
@@ -325,7 +325,7 @@ struct DownloadMachineTests {
         var m = M(configuration: Self.configuration())
         _ = m.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true, redirected: true), now: 0)
         _ = m.prepared(now: 0)
-        let expired = M.TransferFailure(httpStatus: 403, isTransient: false)
+        let expired = M.TransferFailure(httpStatus: 403)
         let first = m.transferEnded(1, .failed(expired), now: 1)
         #expect(first.first == .resolveAgain && Self.starts(first).isEmpty)
         let second = m.transferEnded(2, .failed(expired), now: 1.1)  // already resolving: wait
@@ -339,13 +339,13 @@ struct DownloadMachineTests {
         var m = M(configuration: Self.configuration())
         _ = m.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true, redirected: true), now: 0)
         _ = m.prepared(now: 0)
-        _ = m.transferEnded(1, .failed(M.TransferFailure(httpStatus: 410, isTransient: false)), now: 1)
+        _ = m.transferEnded(1, .failed(M.TransferFailure(httpStatus: 410)), now: 1)
         #expect(m.resolved(sameFile: false, now: 1.2) == [.abort(2, .stopping)])
         // Without a redirect, a 403 is an ordinary failure.
         var direct = M(configuration: Self.configuration())
         _ = direct.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true), now: 0)
         _ = direct.prepared(now: 0)
-        #expect(direct.transferEnded(1, .failed(M.TransferFailure(httpStatus: 403, isTransient: false)), now: 1) == [.abort(2, .stopping)])
+        #expect(direct.transferEnded(1, .failed(M.TransferFailure(httpStatus: 403)), now: 1) == [.abort(2, .stopping)])
     }
 
     // MARK: - The probe's open body (GET-first)
@@ -440,7 +440,7 @@ struct DownloadMachineTests {
         let first = Self.starts(m.prepared(now: 0))
         #expect(first.map(\.range) == [nil])
         m.commit(1, through: 3 * Self.MiB, now: 1)
-        let failed = m.transferEnded(1, .failed(M.TransferFailure(isTransient: true)), now: 1)
+        let failed = m.transferEnded(1, .failed(M.TransferFailure(kind: .network(.receive))), now: 1)
         guard case .notify(.retrying(0, 1, 1, let delay))? = failed.first else {
             Issue.record("\(failed)")
             return
@@ -586,13 +586,13 @@ struct DownloadMachineTests {
 
     /// The one retry rule, used for the probe and for every transfer.
     @Test("retry or give up", arguments: [
-        (M.TransferFailure(httpStatus: 503, isTransient: true), 1, RetryPolicy.Decision.retry(after: 0.125)),
-        (M.TransferFailure(httpStatus: 503, isTransient: true, retryAfter: .seconds(3)), 1, .retry(after: 3)),
-        (M.TransferFailure(httpStatus: 503, isTransient: true, retryAfter: .date(1_000, receivedAt: 998)), 2, .retry(after: 2)),
-        (M.TransferFailure(httpStatus: 500, isTransient: true, retryAfter: .seconds(3)), 1, .retry(after: 0.125)),
-        (M.TransferFailure(isTransient: true), 3, .retry(after: 0.5)),
-        (M.TransferFailure(isTransient: true), 4, .giveUp),
-        (M.TransferFailure(httpStatus: 404, isTransient: false), 1, .giveUp),
+        (M.TransferFailure(httpStatus: 503), 1, RetryPolicy.Decision.retry(after: 0.125)),
+        (M.TransferFailure(httpStatus: 503, retryAfter: .seconds(3)), 1, .retry(after: 3)),
+        (M.TransferFailure(httpStatus: 503, retryAfter: .date(1_000, receivedAt: 998)), 2, .retry(after: 2)),
+        (M.TransferFailure(httpStatus: 500, retryAfter: .seconds(3)), 1, .retry(after: 0.125)),
+        (M.TransferFailure(kind: .network(.receive)), 3, .retry(after: 0.5)),
+        (M.TransferFailure(kind: .network(.receive)), 4, .giveUp),
+        (M.TransferFailure(httpStatus: 404), 1, .giveUp),
     ])
     func retryDecisions(failure: M.TransferFailure, attempt: Int, expected: RetryPolicy.Decision) {
         let policy = RetryPolicy(retries: 3, baseDelay: 0.25, maximumDelay: 30)
@@ -625,7 +625,7 @@ struct DownloadMachineTests {
             var out: [Double] = []
             var now = 0.0
             for _ in 0..<5 {
-                guard case .notify(.retrying(_, _, _, let d))? = m.transferEnded(id, .failed(.init(isTransient: true)), now: now).first
+                guard case .notify(.retrying(_, _, _, let d))? = m.transferEnded(id, .failed(.init(kind: .network(.receive))), now: now).first
                 else { return out }
                 out.append(d)
                 now += d

@@ -63,7 +63,7 @@ struct SourcesTests {
         var (m, first) = Self.running()
         let mirrorStarts = T.starts(m.sourceChecked(1, passed: true, now: 0.1))
         let failing = mirrorStarts[0]
-        let actions = m.transferEnded(failing.id, .failed(M.TransferFailure(httpStatus: 404, isTransient: false)), now: 0.2)
+        let actions = m.transferEnded(failing.id, .failed(M.TransferFailure(httpStatus: 404)), now: 0.2)
         #expect(Self.dropped(actions) == [1])
         #expect(!actions.contains { if case .fail = $0 { true } else { false } })
         // A connection of the URL probed finishes its range and takes the one the mirror left.
@@ -76,7 +76,7 @@ struct SourcesTests {
     @Test func aMirrorNamingAnotherSizeIsDroppedNotRestarted() {
         var (m, _) = Self.running()
         let start = T.starts(m.sourceChecked(1, passed: true, now: 0.1))[0]
-        let failure = M.TransferFailure(httpStatus: 206, isTransient: true, observedTotal: 99 * Self.MiB)
+        let failure = M.TransferFailure(httpStatus: 206, kind: .protocolFault(.wrongRange), observedTotal: 99 * Self.MiB)
         let actions = m.transferEnded(start.id, .failed(failure), now: 0.2)
         #expect(Self.dropped(actions) == [1])
         #expect(m.phase == .running)
@@ -94,7 +94,7 @@ struct SourcesTests {
                 continue
             }
             starts.removeAll { $0.id == start.id }
-            let actions = m.transferEnded(start.id, .failed(M.TransferFailure(isTransient: true)), now: now)
+            let actions = m.transferEnded(start.id, .failed(M.TransferFailure(kind: .network(.receive))), now: now)
             drops = Self.dropped(actions)
             starts += T.starts(actions)
         }
@@ -106,7 +106,7 @@ struct SourcesTests {
         var (m, first) = Self.running(sources: 2)
         _ = m.sourceChecked(1, passed: false, now: 0.1)
         let start = T.starts(first)[0]
-        var actions = m.transferEnded(start.id, .failed(M.TransferFailure(httpStatus: 404, isTransient: false)), now: 0.2)
+        var actions = m.transferEnded(start.id, .failed(M.TransferFailure(httpStatus: 404)), now: 0.2)
         #expect(Self.dropped(actions).isEmpty, "the last source is not dropped: its failure is the download's")
         for other in T.starts(first).dropFirst() { actions += m.transferEnded(other.id, .aborted, now: 0.3) }
         actions = Self.settled(&m, actions, now: 0.4)
@@ -117,7 +117,7 @@ struct SourcesTests {
         var (m, first) = Self.running(sources: 2)
         _ = m.sourceChecked(1, passed: true, now: 0.1)
         let start = T.starts(first)[0]
-        let actions = m.transferEnded(start.id, .failed(M.TransferFailure(httpStatus: 410, isTransient: false)), now: 0.2)
+        let actions = m.transferEnded(start.id, .failed(M.TransferFailure(httpStatus: 410)), now: 0.2)
         #expect(Self.dropped(actions) == [0])
         #expect(m.phase == .running)
     }
@@ -125,7 +125,7 @@ struct SourcesTests {
     @Test func everyMirrorRejectedAfterThePrimaryWasDroppedFails() {
         var (m, first) = Self.running(sources: 2)
         let start = T.starts(first)[0]
-        _ = m.transferEnded(start.id, .failed(M.TransferFailure(httpStatus: 404, isTransient: false)), now: 0.2)
+        _ = m.transferEnded(start.id, .failed(M.TransferFailure(httpStatus: 404)), now: 0.2)
         #expect(m.status(ofSource: 0) == .dropped)
         var actions = m.sourceChecked(1, passed: false, now: 0.3)
         for other in T.starts(first).dropFirst() { actions += m.transferEnded(other.id, .aborted, now: 0.4) }

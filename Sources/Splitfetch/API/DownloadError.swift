@@ -97,8 +97,12 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
     public var message: String
     /// The HTTP status involved, if any.
     public var httpStatus: Int?
-    /// Whether retrying the same request may succeed (used by the scheduler).
-    public var isTransient: Bool
+    /// What went wrong, as the core classifies it (`nil`: the HTTP status's, or not worth a
+    /// retry). Set where the failure is seen; judged only by the core.
+    var kind: FailureKind?
+    /// Whether retrying the same request may succeed: the download core's table
+    /// (`RetryPolicy.isTransient`) applied to what went wrong.
+    public var isTransient: Bool { RetryPolicy.isTransient(failure.kind) }
     /// What the caller could change, when there is something.
     public var remedy: Remedy?
     /// The total size a `206` named when it disagreed with the probed size.
@@ -109,12 +113,17 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
     /// still match: ask again without `If-Range`.
     var ignoredIfRange = false
 
-    public init(_ code: Code, _ message: String, httpStatus: Int? = nil, isTransient: Bool = false, remedy: Remedy? = nil) {
+    public init(_ code: Code, _ message: String, httpStatus: Int? = nil, remedy: Remedy? = nil) {
         self.code = code
         self.message = message
         self.httpStatus = httpStatus
-        self.isTransient = isTransient
         self.remedy = remedy
+    }
+
+    /// An error whose failure `kind` the core judges.
+    init(_ code: Code, _ message: String, httpStatus: Int? = nil, kind: FailureKind) {
+        self.init(code, message, httpStatus: httpStatus)
+        self.kind = kind
     }
 
     public var description: String { message }
@@ -128,7 +137,7 @@ extension DownloadError {
 
     /// What the download core needs to know about this error to decide on a retry.
     var failure: DownloadMachine.TransferFailure {
-        DownloadMachine.TransferFailure(httpStatus: httpStatus, isTransient: isTransient, retryAfter: retryAfter,
+        DownloadMachine.TransferFailure(httpStatus: httpStatus, kind: kind ?? httpStatus.map { .http($0) } ?? .fatal, retryAfter: retryAfter,
                                         observedTotal: observedTotal, ignoredIfRange: ignoredIfRange)
     }
 }

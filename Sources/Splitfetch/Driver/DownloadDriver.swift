@@ -195,7 +195,7 @@ final class DownloadDriver {
         case .abort(let id, let reason):
             if reason == .stalled {
                 failures.transfers[id] = DownloadError(.network, "\(redactedURL(resource.finalURL)): no data for \(formatSeconds(options.stallTimeout.seconds)) s",
-                                           isTransient: true)
+                                           kind: .network(.stalled))
             }
             transfers[id]?.cancel()
         case .notify(.retrying(let connection, let transfer, let attempt, let delay)):

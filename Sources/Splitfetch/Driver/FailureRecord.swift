@@ -28,7 +28,7 @@ struct FailureRecord {
     /// The error of `transfer`; a transfer that ended without one ended before its range did.
     func error(of transfer: DownloadMachine.TransferID, finalURL: String) -> DownloadError {
         transfers[transfer] ?? DownloadError(.protocolViolation, "\(finalURL): the response ended before its range did",
-                                             isTransient: true)
+                                             kind: .protocolFault(.lengthMismatch))
     }
 
     /// The error that ends the download: the cause of `failure`, or the failed final checkpoint's

@@ -83,7 +83,7 @@ struct IdentityCheck: Sendable {
         let bytes = sink.bytes
         guard bytes.count == Int(range.count) else {
             return .failure(DownloadError(.protocolViolation, "\(redactedURL(effective)): \(bytes.count) bytes for a range of \(range.count)",
-                                          isTransient: true))
+                                          kind: .protocolFault(.lengthMismatch)))
         }
         return .success((bytes, effective))
     }
@@ -136,7 +136,7 @@ final class SampleSink: TransferSink, Sendable {
             }
             let room = Int(requested.count) - state.bytes.count
             guard body.count <= room else {
-                let error = DownloadError(.protocolViolation, "\(redactedURL(url)): body runs past the range asked for", isTransient: true)
+                let error = DownloadError(.protocolViolation, "\(redactedURL(url)): body runs past the range asked for", kind: .protocolFault(.bodyOverrun))
                 state.error = error
                 return .fail(error)
             }

@@ -145,11 +145,12 @@ package enum HTTPFields {
                 ?? lastModified.map { head.first("last-modified") == $0 } ?? false
             if sentIfRange, unchanged {
                 var error = DownloadError(.protocolViolation, "\(where_): the server answered If-Range with the whole file although it did not change",
-                                          httpStatus: 200, isTransient: true)
+                                          httpStatus: 200, kind: .protocolFault(.ignoredIfRange))
                 error.ignoredIfRange = true
                 return .reject(error)
             }
-            return .reject(DownloadError(.protocolViolation, "\(where_): server ignored the range request (200 instead of 206)", httpStatus: 200))
+            return .reject(DownloadError(.protocolViolation, "\(where_): server ignored the range request (200 instead of 206)", httpStatus: 200,
+                                         kind: .protocolFault(.rangeIgnored)))
         }
         if head.status != 206 {
             var error = httpStatusError(head.status, url: url, head: head)
@@ -162,19 +163,19 @@ package enum HTTPFields {
             return .reject(error)
         }
         if let type = head.first("content-type"), type.lowercased().hasPrefix("multipart/") {
-            return .reject(DownloadError(.protocolViolation, "\(where_): range answered with \(type)", isTransient: true))
+            return .reject(DownloadError(.protocolViolation, "\(where_): range answered with \(type)", kind: .protocolFault(.wrongRange)))
         }
         let ranges = head.all("content-range")
         guard ranges.count == 1, let parsed = contentRange(ranges[0]) else {
             return .reject(DownloadError(.protocolViolation, "\(where_): 206 without a valid Content-Range (\(ranges.first ?? "none"))",
-                                         isTransient: true))
+                                         kind: .protocolFault(.wrongRange)))
         }
         // The start must be the one asked for; an earlier end is a server capping range lengths.
         guard case .range(let got, let gotTotal) = parsed, got.lowerBound == requested.lowerBound,
               got.upperBound <= requested.upperBound, gotTotal == total else {
             var error = DownloadError(.protocolViolation,
                 "\(where_): asked for bytes \(requested.lowerBound)-\(requested.upperBound - 1)/\(total), got Content-Range \(ranges[0])",
-                isTransient: true)
+                kind: .protocolFault(.wrongRange))
             if case .range(let got, let gotTotal?) = parsed, got.lowerBound == requested.lowerBound { error.observedTotal = gotTotal }
             return .reject(error)
         }
@@ -219,11 +220,10 @@ package enum HTTPFields {
         return lastModified
     }
 
-    /// The error for an HTTP error status; transient for 408, 429 and 5xx.
+    /// The error for an HTTP error status (the core judges which are transient: 408, 429, 5xx).
     static func httpStatusError(_ status: Int, url: String, head: ResponseHead?) -> DownloadError {
         if status == 407 { return .proxyRefused(status) }
-        let transient = status == 408 || status == 429 || (500...599).contains(status)
-        var error = DownloadError(.http, "\(redactedURL(url)): HTTP \(status)\(reasonSuffix(status))", httpStatus: status, isTransient: transient)
+        var error = DownloadError(.http, "\(redactedURL(url)): HTTP \(status)\(reasonSuffix(status))", httpStatus: status, kind: .http(status))
         error.retryAfter = head?.first("retry-after").flatMap { retryAfterValue($0, receivedAt: Int64(time(nil))) }
         return error
     }

@@ -77,7 +77,7 @@ final class OpenBodySink: TransferSink, Sendable {
         guard head.status == 200 || head.status == 206 else { return .stop }
         guard state.buffer.count + body.count <= limit else {
             return .fail(DownloadError(.network, "the first response outran the file's creation (\(limit) bytes held)",
-                                       isTransient: true))
+                                       kind: .network(.bufferFull)))
         }
         state.buffer.append(body)
             return .proceed

@@ -176,7 +176,7 @@ struct Probe {
             let result = await task.value
             if sink.timedOut {
                 throw DownloadError(.network, "\(redactedURL(current)): no response within \(formatSeconds(options.probeTimeout.seconds)) s",
-                                    isTransient: true)
+                                    kind: .network(.timeout))
             }
             if result.cancelled { throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))") }
             if let next = try nextHop(after: result, from: current, of: url, visited: &visited, hops: &hops) {
@@ -238,7 +238,7 @@ struct Probe {
         guard values.count == 1, case .range(let got, let total)? = HTTPFields.contentRange(values[0]), got.lowerBound == 0,
               got.upperBound <= requested.upperBound else {
             throw DownloadError(.protocolViolation,
-                "\(redactedURL(finalURL)): asked for bytes from 0, got Content-Range \(values.first ?? "none")", isTransient: true)
+                "\(redactedURL(finalURL)): asked for bytes from 0, got Content-Range \(values.first ?? "none")", kind: .protocolFault(.wrongRange))
         }
         // Checked before the body is held: libcurl would otherwise finish reading it by the wrong
         // count and hand the connection, with the bytes left on it, to another transfer.

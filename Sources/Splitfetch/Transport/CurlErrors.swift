@@ -16,15 +16,27 @@ enum CurlErrors {
     static let receiveError: Int32 = 56
     static let peerCertificate: Int32 = 60
     static let badContentEncoding: Int32 = 61
+    static let http2: Int32 = 16
+    static let http2Stream: Int32 = 92
 
     /// Whether a failed `HEAD` is worth a ranged `GET` (a server that mishandles `HEAD`).
     static func isWorthGetProbe(_ code: Int32) -> Bool {
         [timedOut, gotNothing, receiveError, partialFile, sendError].contains(code)
     }
 
-    /// Whether the same request may succeed later.
-    static func isTransient(_ code: Int32) -> Bool {
-        [couldNotConnect, partialFile, timedOut, gotNothing, sendError, receiveError, 16, 92].contains(code)
+    /// How the network failed, by libcurl's code; the core judges which are transient.
+    static func networkFailure(_ code: Int32) -> NetworkFailure {
+        switch code {
+        case couldNotConnect: .connect
+        case partialFile: .partialBody
+        case timedOut: .timeout
+        case gotNothing: .emptyReply
+        case sendError: .send
+        case receiveError: .receive
+        case http2, http2Stream: .http2Stream
+        case peerCertificate, 35, 58, 77, 83, 90, 91: .tls
+        default: .other
+        }
     }
 
     /// The error for a transfer that failed in libcurl (or in its sink).
@@ -40,15 +52,16 @@ enum CurlErrors {
             // earlier response left behind, and a new connection may do; on a new one, the
             // server answers that way.
             return DownloadError(.protocolViolation, "\(redactedURL(url)): malformed response: \(text)",
-                                 isTransient: result.reusedConnection)
+                                 kind: .protocolFault(result.reusedConnection ? .malformedOnReusedConnection : .malformed))
         case unsupportedProtocol, malformedURL:
             return DownloadError(.usage, "\(redactedURL(url)): \(text)")
         case weirdServerReply, badContentEncoding:
-            return DownloadError(.protocolViolation, "\(redactedURL(url)): malformed response: \(text)")
+            return DownloadError(.protocolViolation, "\(redactedURL(url)): malformed response: \(text)",
+                                 kind: .protocolFault(.malformed))
         case peerCertificate, 35, 58, 77, 83, 90, 91:
-            return DownloadError(.network, "\(redactedURL(url)): TLS: \(text)")
+            return DownloadError(.network, "\(redactedURL(url)): TLS: \(text)", kind: .network(.tls))
         default:
-            return DownloadError(.network, "\(redactedURL(url)): \(text)", isTransient: isTransient(code))
+            return DownloadError(.network, "\(redactedURL(url)): \(text)", kind: .network(networkFailure(code)))
         }
     }
 }

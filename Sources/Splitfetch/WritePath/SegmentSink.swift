@@ -65,7 +65,7 @@ final class SegmentSink: TransferSink, Sendable {
             guard head.status == 200 else {
                 target.counters.received.wrappingAdd(count, ordering: .relaxed)
                 return .fail(DownloadError(.protocolViolation,
-                    "\(redactedURL(url)): body runs past the range ending at byte \(end - 1)", isTransient: true))
+                    "\(redactedURL(url)): body runs past the range ending at byte \(end - 1)", kind: .protocolFault(.bodyOverrun)))
             }
             count = end - offset  // a whole file from byte 0: this segment needs only its start
         }

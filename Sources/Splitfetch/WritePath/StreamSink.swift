@@ -42,7 +42,7 @@ final class StreamSink: TransferSink, Sendable {
         case .success(let length):
             if let length, let expectedSize, length != expectedSize {
                 return DownloadError(.protocolViolation,
-                    "\(redactedURL(url)): Content-Length \(length) differs from the probed size \(expectedSize)", isTransient: true)
+                    "\(redactedURL(url)): Content-Length \(length) differs from the probed size \(expectedSize)", kind: .protocolFault(.lengthMismatch))
             }
         }
         return nil
@@ -58,7 +58,7 @@ final class StreamSink: TransferSink, Sendable {
         if pause.shouldPause(through: offset + count, count: Int(count), machine: target.machine, transfer: target.transfer) { return .pause }
         target.counters.received.wrappingAdd(count, ordering: .relaxed)
         if let expectedSize, offset + count > expectedSize {
-            return .fail(DownloadError(.protocolViolation, "\(redactedURL(url)): body longer than its \(expectedSize) bytes", isTransient: true))
+            return .fail(DownloadError(.protocolViolation, "\(redactedURL(url)): body longer than its \(expectedSize) bytes", kind: .protocolFault(.bodyOverrun)))
         }
         if let maximumSize, offset + count > maximumSize {
             return .fail(DownloadError(.sizeLimit, "\(redactedURL(url)): more than the limit of \(maximumSize) bytes",

@@ -31,13 +31,13 @@ enum TransferOutcome {
         if result.stoppedBySink { return (.completed, nil) }
         if result.curlCode != 0 { return failed(CurlErrors.error(for: result, url: url), result) }
         guard let head = result.head else {
-            return failed(DownloadError(.protocolViolation, "\(redactedURL(url)): no response", isTransient: true), result)
+            return failed(DownloadError(.protocolViolation, "\(redactedURL(url)): no response", kind: .protocolFault(.noResponse)), result)
         }
         if !sink.accepted, case .reject(let error) = sink.check(head) { return failed(error, result) }
         if sink.offset < sink.expectedEnd {
             return failed(DownloadError(.protocolViolation,
                 "\(redactedURL(url)): body ended at byte \(sink.offset) of range \(sink.requested.lowerBound)-\(sink.expectedEnd - 1)",
-                isTransient: true), result)
+                kind: .protocolFault(.lengthMismatch)), result)
         }
         // At the range's end, or at an earlier end the server chose: the machine asks for the rest.
         return (.completed, nil)
@@ -50,12 +50,12 @@ enum TransferOutcome {
         if let error = result.sinkError { return failed(error, result) }
         if result.curlCode != 0 { return failed(CurlErrors.error(for: result, url: url), result) }
         guard let head = result.head else {
-            return failed(DownloadError(.protocolViolation, "\(redactedURL(url)): no response", isTransient: true), result)
+            return failed(DownloadError(.protocolViolation, "\(redactedURL(url)): no response", kind: .protocolFault(.noResponse)), result)
         }
         if let error = StreamSink.validate(head, expectedSize: sink.expectedSize, url: url) { return failed(error, result) }
         if let size = sink.expectedSize, sink.offset != size {
             return failed(DownloadError(.protocolViolation, "\(redactedURL(url)): body ended after \(sink.offset) of \(size) bytes",
-                                        isTransient: true), result)
+                                        kind: .protocolFault(.lengthMismatch)), result)
         }
         return (.completed, nil)
     }
