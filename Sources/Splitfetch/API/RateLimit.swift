@@ -6,12 +6,17 @@ import NIOConcurrencyHelpers
 ///
 /// A token bucket that may go into debt: a piece of body is taken when the bucket holds any
 /// tokens, and costs its size; while the bucket is in debt, the transfer pauses (libcurl's pause,
-/// so the socket is not read and TCP slows the sender) until the debt is paid back at the rate.
-/// Over any stretch longer than the burst, the bytes taken stay within the rate.
+/// so the socket is not read and TCP slows the sender) until the debt is paid back at the rate
+/// and a burst is earned. Over any stretch longer than the burst, the bytes taken stay within the
+/// rate.
+///
+/// A budget may sit within another (``init(bytesPerSecond:within:)``): a piece waits while either
+/// is in debt and is taken from both, as a queue's downloads each have a limit within the
+/// queue's. A budget without a cap of its own (``init(unlimitedWithin:)``) only passes pieces on.
 ///
 /// The rate may change while downloads use it (``setBytesPerSecond(_:now:)``): what was earned at
 /// the old rate is kept, up to the new burst, and every later piece pays at the new one, so a
-/// change takes effect within the wait of the transfers in debt (a tenth of a second, or one
+/// change takes effect within the wait of the transfers in debt (two tenths of a second, or one
 /// piece of body at the new rate).
 ///
 /// Thread safety: `Sendable`; its state is behind a lock, taken by the transport threads.
@@ -36,11 +41,13 @@ public final class RateLimit: Sendable {
             refilled = now
         }
 
-        /// How long until the debt is paid, when in debt.
+        /// How long until the debt is paid and a burst earned, when in debt: a paused transfer
+        /// wakes to a bucket that takes several pieces, not one, so it pauses about ten times a
+        /// second instead of once a piece (with `--limit-rate 8M -n 8`, 0.9 CPU s for 64 MiB
+        /// became 0.2).
         func wait() -> Duration? {
             guard let bytesPerSecond, tokens <= 0 else { return nil }
-            // The debt, paid back at the rate, plus a millisecond so that the wake finds it paid.
-            return .seconds(-tokens / Double(bytesPerSecond)) + .milliseconds(1)
+            return .seconds((-tokens + burst) / Double(bytesPerSecond))
         }
     }
 
