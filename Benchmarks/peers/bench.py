@@ -344,7 +344,7 @@ def main():
                     help="1-6 and 5l as in the README; 'c' = checkpoint overhead (splitfetch with and without checkpoints); "
                          "'v' = integrity: a verified download against download+sha256sum and aria2 --checksum; "
                          "'p' = -o - piped into sha256sum and slow or early-exiting readers, against curl -o -; "
-                         "'r' = --limit-rate 8M against its cap; 'rc' = a rate limit changed while running (4, 1, 8 MiB/s); "
+                         "'r' = --limit-rate 8M against its cap, and its CPU against curl's; 'rc' = a rate limit changed while running (4, 1, 8 MiB/s); 'idle' = an idle queue of 20 paused downloads, CPU over 30 s; "
                          "'m' = one file from three mirrors (2/4/8 MiB/s per connection, 4 each), against aria2 with the same URIs")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
@@ -394,6 +394,7 @@ def main():
     q = args.quick
     rows = []  # one per (scenario, tool, n)
     rate_changes = []  # scenario rc: per run, each interval's target and measured rate
+    idle_runs = []  # scenario idle: per run, the idle queue's CPU
     servers = []
     try:
         nginx = None
@@ -531,8 +532,9 @@ def main():
             tools_all["splitfetch --limit-rate 8M"] = (lambda url, out, n, size: [
                 splitfetch, "-q", "-n", str(n), "--limit-rate", "8M", "--force", "-o", os.path.basename(out),
                 "-d", os.path.dirname(out), url], True)
+            tools_all["curl --limit-rate 8M"] = (lambda url, out, n, size: ["curl", "-s", "--limit-rate", "8M", "-o", out, url], False)
             bench("r1", "--limit-rate 8M, unthrottled nginx", f"http://127.0.0.1:{nginx.port}/r1.bin", size, sha, [8],
-                  ["splitfetch --limit-rate 8M"], ideal_rate=lambda n: rate)
+                  ["splitfetch --limit-rate 8M", "curl --limit-rate 8M"], ideal_rate=lambda n: rate)
         if "rc" in scenarios:
             # A rate limit changed while one download runs (the library's RateLimit, through
             # sf-ratebench): 4, then 1, then 8 MiB/s, 4 s each; each interval's rate against its cap.
@@ -546,6 +548,17 @@ def main():
                 rate_changes.append(intervals)
                 print(f"bench: scenario rc run {r + 1}: " + ", ".join(
                     f"{i['measured'] / MiB:.2f} MiB/s for {i['target'] / MiB:.0f}" for i in intervals), flush=True)
+        if "idle" in scenarios:
+            # An idle queue: 20 downloads started (1 MB/s per connection), paused, then 30 s of
+            # nothing; the process's CPU over those 30 s, from /proc (sf-ratebench idle).
+            tsi = TestServer(work, args.testserver, 1000000)
+            servers.append(tsi)
+            ratebench = os.path.join(os.path.dirname(os.path.abspath(args.splitfetch)), "sf-ratebench")
+            for r in range(args.runs):
+                out = subprocess.run([ratebench, "idle", f"http://127.0.0.1:{tsi.port}/size/{64 * MiB}/idle.bin",
+                                      "--seconds", "10" if q else "30"], capture_output=True, text=True, timeout=120)
+                idle_runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                print(f"bench: scenario idle run {r + 1}: {idle_runs[-1]}", flush=True)
         if "p" in scenarios:
             def hash_of(size):
                 return subprocess.run([args.testserver, "hash", str(size)], capture_output=True, text=True, check=True).stdout.strip()
@@ -588,6 +601,15 @@ def main():
         verdicts.append(f"rc run {run + 1}: rate changed while running, measured / cap per 4 s interval: " + ", ".join(
             f"{i['target'] / MiB:.0f} MiB/s {i['ratio']:.3f}" for i in intervals) +
             f" (target each within 10 %: {'met' if within else 'NOT met'})")
+    for run in idle_runs:
+        verdicts.append(f"idle run: a queue with {run['paused']} paused downloads used {run['cpuSeconds']:.3f} CPU s over "
+                        f"{run['wallSeconds']:.1f} s, {run['percentOfACore']:.3f} % of a core "
+                        f"(target under 1 %: {'met' if run['percentOfACore'] < 1 and run['paused'] == 20 else 'NOT met'})")
+    limited = {r["tool"]: r for r in rows if r["scenario"] == "r1" and "cpu_s_per_gib" in r}
+    if "splitfetch --limit-rate 8M" in limited and "curl --limit-rate 8M" in limited:
+        ours, curl = limited["splitfetch --limit-rate 8M"]["cpu_s_per_gib"], limited["curl --limit-rate 8M"]["cpu_s_per_gib"]
+        verdicts.append(f"r1: CPU s/GiB under --limit-rate 8M: splitfetch -n 8 {ours:.2f}, curl {curl:.2f}: {ours / curl:.2f} x "
+                        f"(target at most 2 x: {'met' if ours <= 2 * curl else 'NOT met'})")
     for r in rows:
         if r["scenario"] == "r1" and "ideal_fraction" in r:
             off = (r["ideal_fraction"] - 1) * 100

@@ -6,16 +6,47 @@ import SystemPackage
 import Glibc
 #endif
 
+/// Measures what a long-running service feels: a rate limit changed while a download runs
+/// (`change`, the default), and the CPU an idle queue costs (`idle`).
+@main
+struct RateBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sf-ratebench",
+        abstract: "Measure a rate limit changed while running, and an idle queue's CPU.",
+        subcommands: [RateChange.self, IdleQueue.self],
+        defaultSubcommand: RateChange.self)
+}
+
+/// Makes a temporary directory, or throws.
+func temporaryDirectory() throws -> String {
+    var template = "/tmp/sf-ratebench-XXXXXX".utf8CString
+    guard let directory = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
+        throw ValidationError("cannot make a temporary directory")
+    }
+    return directory
+}
+
+/// Removes `directory` and what is in it (one level).
+func removeDirectory(_ directory: String) {
+    if let handle = opendir(directory) {
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            if name != "." && name != ".." { unlink(directory + "/" + name) }
+        }
+        closedir(handle)
+    }
+    rmdir(directory)
+}
+
 /// Measures a rate limit changed while a download runs (for `scripts/bench --scenarios rc`):
 /// one download under a shared ``RateLimit`` that starts at the first rate and moves to each
 /// next one after `--interval` seconds. Prints one JSON line per interval: the rate asked for,
 /// the rate measured over the interval (bytes written at its end less at its start, from the
 /// download's progress events), and their ratio. The download is stopped after the last
 /// interval; its data is left in a temporary directory that is removed.
-@main
-struct RateBenchCommand: AsyncParsableCommand {
+struct RateChange: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "sf-ratebench",
+        commandName: "change",
         abstract: "Measure a rate limit changed while a download runs.")
 
     @Argument(help: "The URL to download (large enough for every interval).") var url: String
@@ -28,13 +59,8 @@ struct RateBenchCommand: AsyncParsableCommand {
         guard !targets.isEmpty, targets.allSatisfy({ $0 > 0 }), interval > 0 else {
             throw ValidationError("--rates must be positive numbers and --interval positive")
         }
-        var template = "/tmp/sf-ratebench-XXXXXX".utf8CString
-        guard let directory = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
-            throw ValidationError("cannot make a temporary directory")
-        }
-        defer {
-            unlink(directory + "/f.part"); unlink(directory + "/f.part.json"); unlink(directory + "/f"); rmdir(directory)
-        }
+        let directory = try temporaryDirectory()
+        defer { removeDirectory(directory) }
         let limit = RateLimit(bytesPerSecond: targets[0])
         var options = DownloadOptions()
         options.connections = connections
@@ -66,5 +92,68 @@ struct RateBenchCommand: AsyncParsableCommand {
             let ratio = measured / Double(target)
             print("{\"interval\":\(index),\"target\":\(target),\"measured\":\(Int64(measured)),\"ratio\":\((ratio * 10_000).rounded() / 10_000)}")
         }
+    }
+}
+
+/// Measures an idle queue (for `scripts/bench --scenarios idle`): `--downloads` downloads of
+/// `URL` start in a ``DownloadQueue``, are paused once each has written some bytes, and the
+/// queue then sits idle for `--seconds`. Prints one JSON line: the process's CPU time over the
+/// idle stretch (user + system, from `/proc/self/stat`), the wall time, and their ratio as a
+/// percentage of one core.
+struct IdleQueue: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "idle",
+        abstract: "Measure the CPU of an idle queue with paused downloads.")
+
+    @Argument(help: "The URL to download (slow enough that the downloads are under way when paused).") var url: String
+    @Option(help: "Downloads in the queue, all paused.") var downloads = 20
+    @Option(help: "Seconds the idle queue is measured.") var seconds: Double = 30
+
+    func run() async throws {
+        let directory = try temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let queue = DownloadQueue(maximumActive: downloads)
+        var options = DownloadOptions()
+        options.connections = 2
+        options.syncBeforeRename = false
+        let events = queue.subscribe(keepingProgress: 1)
+        for index in 0..<downloads {
+            try queue.add(url + (url.contains("?") ? "&" : "?") + "n=\(index)", to: FilePath("\(directory)/f\(index)"), options: options,
+                          id: "d\(index)")
+        }
+        // Paused once each has written something, so each has a partial file and a manifest.
+        var moving = Set<String>()
+        for await event in events where event.event?.progress.map({ $0.bytesWritten > 0 }) == true {
+            moving.insert(event.id)
+            if moving.count == downloads { break }
+        }
+        queue.pauseAll()
+        await queue.waitUntilIdle()
+        let paused = queue.snapshots().filter { $0.state == .paused }.count
+        let clock = ContinuousClock()
+        let (cpuBefore, wallBefore) = (Self.processCPUSeconds(), clock.now)
+        try await Task.sleep(for: .seconds(seconds))
+        let (cpuAfter, wall) = (Self.processCPUSeconds(), (clock.now - wallBefore))
+        let wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
+        let cpu = cpuAfter - cpuBefore
+        print("{\"paused\":\(paused),\"cpuSeconds\":\(cpu),\"wallSeconds\":\((wallSeconds * 1000).rounded() / 1000),"
+            + "\"percentOfACore\":\((cpu / wallSeconds * 100 * 1000).rounded() / 1000)}")
+        await queue.shutdown()
+    }
+
+    /// This process's user and system CPU time, from `/proc/self/stat` (fields 14 and 15, in
+    /// clock ticks).
+    static func processCPUSeconds() -> Double {
+        guard let file = fopen("/proc/self/stat", "r") else { return 0 }
+        defer { fclose(file) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = fread(&buffer, 1, buffer.count, file)
+        let text = String(decoding: buffer.prefix(count), as: UTF8.self)
+        // The command name may hold spaces: fields are counted after its closing parenthesis.
+        guard let close = text.lastIndex(of: ")") else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // fields[0] is field 3 (state): utime is field 14, stime field 15.
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 }
