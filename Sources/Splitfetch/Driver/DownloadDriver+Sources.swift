@@ -14,7 +14,7 @@ extension DownloadDriver {
     func startIdentityChecks() {
         guard sourceURLs.count > 1, case .segmented(let size)? = mode else { return }
         let check = IdentityCheck(connector: setup.connector, policy: setup.policy, size: size,
-                                  seed: UInt64.random(in: .min ... .max), reference: resource.finalURL)
+                                  seed: UInt64.random(in: .min ... .max), reference: resource.finalURL, retry: setup.retryPolicy)
         let (queue, logger) = (queue, options.logger)
         for source in sourceURLs.indices.dropFirst() {
             let mirror = sourceURLs[source]

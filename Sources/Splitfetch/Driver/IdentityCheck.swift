@@ -15,13 +15,21 @@ struct IdentityCheck: Sendable {
     let samples: [ByteRange]
     /// The URL probed (after redirects): the reference.
     let reference: String
+    /// When a failed sample request is asked again: the download's retry policy (its delays and
+    /// its table of what is transient), with one retry, so a dead mirror is dropped quickly.
+    let retry: RetryPolicy
+    private let seed: UInt64
     private let referenceBytes: ReferenceBytes
 
-    init(connector: Connector, policy: RequestPolicy, size: Int64, seed: UInt64, reference: String) {
+    init(connector: Connector, policy: RequestPolicy, size: Int64, seed: UInt64, reference: String, retry: RetryPolicy) {
         self.connector = connector
         self.policy = policy
         self.size = size
         self.reference = reference
+        self.seed = seed
+        var once = retry
+        once.retries = min(1, retry.retries)
+        self.retry = once
         samples = IdentitySamples.ranges(size: size, seed: seed)
         referenceBytes = ReferenceBytes()
     }
@@ -48,14 +56,17 @@ struct IdentityCheck: Sendable {
         return .success(got.finalURL)
     }
 
-    /// Every sample of `url`, one request each (a transient failure is tried once more).
+    /// Every sample of `url`, one request each, asked again as ``retry`` decides.
     private func fetchAll(_ url: String) async -> Result<(bytes: [[UInt8]], finalURL: String), DownloadError> {
         var bytes: [[UInt8]] = []
         var finalURL = url
+        var random = SplitMix64(seed: seed)
         for range in samples {
             var result = await fetch(range, from: finalURL)
-            if case .failure(let error) = result, error.isTransient {
-                try? await Task.sleep(for: .milliseconds(250))
+            var attempt = 1
+            while case .failure(let error) = result, case .retry(let delay) = retry.decide(error.failure, attempt: attempt, random: &random) {
+                attempt += 1
+                do { try await Task.sleep(for: .seconds(delay)) } catch { break }
                 result = await fetch(range, from: finalURL)
             }
             switch result {
