@@ -25,7 +25,7 @@ public struct BatchResult: Sendable {
 
 extension Session {
     /// Downloads many files, up to `jobs` of them using the network at once, over this session's
-    /// connections (and within its per-host cap).
+    /// connections (and within its per-host cap): a ``DownloadQueue`` of the files, in order.
     ///
     /// A file whose bytes have all arrived makes room for the next while it is synced and
     /// renamed, so no file waits for another's `fsync`, and each is still durable under its
@@ -42,53 +42,39 @@ extension Session {
     public func download(_ files: [BatchFile], jobs: Int,
                          observe: (@Sendable (Int, Download) -> Void)? = nil) -> AsyncStream<BatchResult> {
         let (stream, continuation) = AsyncStream.makeStream(of: BatchResult.self, bufferingPolicy: .unbounded)
+        var byID: (@Sendable (DownloadQueue.ID, Download) -> Void)?
+        if let observe {
+            byID = { id, download in observe(Int(id) ?? 0, download) }
+        }
+        let queue = DownloadQueue(session: self, maximumActive: max(1, jobs), bytesPerSecond: nil, observe: byID)
+        let events = queue.subscribe(keepingProgress: 1)
         let work = Task {
-            await runBatch(files, jobs: max(1, jobs), observe: observe) { continuation.yield($0) }
+            let reader = Task {
+                for await update in events {
+                    guard let event = update.event, event.isLast, let index = Int(update.id) else { continue }
+                    let file = files[index]
+                    let result: Result<DownloadStatistics, DownloadError> = event.kind == .finished
+                        ? .success(event.statistics!) : .failure(event.error!)
+                    continuation.yield(BatchResult(index: index, url: file.url, destination: file.destination, result: result))
+                }
+            }
+            for (index, file) in files.enumerated() {
+                do throws(DownloadError) {
+                    try queue.add(file.url, to: file.destination, options: file.options, id: String(index))
+                } catch {
+                    continuation.yield(BatchResult(index: index, url: file.url, destination: file.destination, result: .failure(error)))
+                }
+            }
+            await withTaskCancellationHandler {
+                await queue.waitUntilIdle()
+            } onCancel: {
+                Task { await queue.shutdown() }
+            }
+            await queue.shutdown()
+            await reader.value
             continuation.finish()
         }
         continuation.onTermination = { _ in work.cancel() }
         return stream
-    }
-
-    private func runBatch(_ files: [BatchFile], jobs: Int, observe: (@Sendable (Int, Download) -> Void)?,
-                          report: (BatchResult) -> Void) async {
-        enum Step: Sendable {
-            case transferred
-            case finished(BatchResult)
-        }
-        // Under a per-host cap, the files not begun count as work waiting for their host: a
-        // download splits no healthy range while they wait (DownloadMachine.hostRoom).
-        let hosts = limiter == nil ? [] : files.map { Connector.host(of: $0.url) }
-        for host in hosts { limiter?.expect(host: host, 1) }
-        await withTaskGroup(of: Step.self) { group in
-            var next = 0
-            defer { for host in hosts.dropFirst(next) { limiter?.expect(host: host, -1) } }
-            func add(_ group: inout TaskGroup<Step>) {
-                let index = next
-                next += 1
-                if !hosts.isEmpty { limiter?.expect(host: hosts[index], -1) }
-                let file = files[index]
-                let download = Download(file.url, to: file.destination, options: file.options, session: self)
-                observe?(index, download)
-                group.addTask {
-                    await download.transferred()
-                    return .transferred
-                }
-                group.addTask {
-                    let result: Result<DownloadStatistics, DownloadError>
-                    do throws(DownloadError) { result = .success(try await download.run()) } catch { result = .failure(error) }
-                    return .finished(BatchResult(index: index, url: file.url, destination: file.destination, result: result))
-                }
-            }
-            while next < min(jobs, files.count) { add(&group) }
-            while let step = await group.next() {
-                switch step {
-                case .transferred:
-                    if next < files.count && !Task.isCancelled { add(&group) }
-                case .finished(let result):
-                    report(result)
-                }
-            }
-        }
     }
 }

@@ -87,13 +87,20 @@ public final class DownloadQueue: Sendable {
     /// The queue's budget: every download's own is within it. Unlimited unless set.
     private let limit: RateLimit
     private let state: NIOLockedValueBox<State>
+    /// Sees each run's ``Download`` before it runs (``Session/download(_:jobs:observe:)``).
+    private let observe: (@Sendable (ID, Download) -> Void)?
 
     /// - Parameters:
     ///   - session: the session to download over; by default one of the queue's own, ended by
     ///     ``shutdown()``.
     ///   - maximumActive: downloads running at once (at least 1).
     ///   - bytesPerSecond: the queue's rate limit, over every download; `nil` for none.
-    public init(session: Session? = nil, maximumActive: Int = 5, bytesPerSecond: Int64? = nil) {
+    public convenience init(session: Session? = nil, maximumActive: Int = 5, bytesPerSecond: Int64? = nil) {
+        self.init(session: session, maximumActive: maximumActive, bytesPerSecond: bytesPerSecond, observe: nil)
+    }
+
+    init(session: Session?, maximumActive: Int, bytesPerSecond: Int64?, observe: (@Sendable (ID, Download) -> Void)?) {
+        self.observe = observe
         self.session = session ?? Session()
         ownsSession = session == nil
         limit = RateLimit(unlimitedWithin: nil)
@@ -383,6 +390,7 @@ public final class DownloadQueue: Sendable {
         options.rateLimit = record.limit
         let download = Download(record.url, destination: record.destination, consumer: nil, options: options, session: session,
                                 tap: { [weak self] event in self?.downloadEvent(event, of: id, run: run) })
+        observe?(id, download)
         record.task = Task { [weak self] in await self?.perform(download, id: id, run: run) }
         state.records[id] = record
     }
