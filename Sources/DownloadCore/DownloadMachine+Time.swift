@@ -24,6 +24,12 @@ extension DownloadMachine {
                 if let due, checkpointInFlight == nil || due > now { consider(due) }
             }
         }
+        if let deadline = configuration.deadline {
+            switch phase {
+            case .preparing, .running, .restarting, .awaitingProbe: consider(deadline)
+            case .stopping, .done: break
+            }
+        }
         if next != scheduledWake {
             scheduledWake = next
             if let next { actions.append(.wake(at: next)) }

@@ -31,6 +31,10 @@ extension DownloadMachine {
         public var idleRecheckInterval: Double = 0.1
         /// Seeds the jitter of retry delays.
         public var seed: UInt64 = 0
+        /// When the download must have ended, on the machine's clock (the `now` it is given);
+        /// `nil` for no limit. At it, the download stops as a cancellation stops it (a
+        /// segmented download keeps its data) and fails with ``Failure/timedOut``.
+        public var deadline: Double?
         /// The file goes to a reader in order (a pipe): ranges are handed out only inside
         /// `[delivered, delivered + window)` (see ``DownloadMachine/delivered(through:now:)``),
         /// planned in order as pieces of at most half the window per connection. `nil`: a file.
@@ -187,6 +191,8 @@ extension DownloadMachine {
         case checkpoint(id: Int)
         /// Cancelled by the caller.
         case cancelled
+        /// The time limit (``Configuration/deadline``) passed.
+        case timedOut
         /// Every transfer ended with bytes still missing (a broken invariant; never expected).
         case incomplete
         /// Every source was dropped, the last one by its identity check.

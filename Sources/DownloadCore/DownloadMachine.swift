@@ -171,9 +171,20 @@ public struct DownloadMachine: Sendable {
         return adoption + advance(now: now)
     }
 
-    /// Time passed; answers a ``Action/wake(at:)``.
+    /// Time passed; answers a ``Action/wake(at:)``. At the deadline, the download stops.
     public mutating func tick(now: Double) -> [Action] {
         scheduledWake = nil
+        if let deadline = configuration.deadline, now >= deadline {
+            switch phase {
+            case .awaitingProbe:
+                phase = .done
+                return [.fail(.timedOut, finalCheckpointFailed: false)]
+            case .preparing, .running, .restarting:
+                stop(.timedOut)
+            case .stopping, .done:
+                break
+            }
+        }
         return advance(now: now)
     }
 

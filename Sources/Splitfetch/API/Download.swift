@@ -176,7 +176,7 @@ public final class Download: Sendable {
         setup.consumer = consumer
         let result: Result<DownloadStatistics, DownloadError>
         do {
-            result = .success(try await Self.run(setup, within: options.maximumTime))
+            result = .success(try await setup.run())
         } catch let error as DownloadError {
             result = .failure(error.naming(proxy: options.proxy))
         } catch is CancellationError {
@@ -187,44 +187,5 @@ public final class Download: Sendable {
         // A transport of its own ends with the download, before `run()` returns.
         if session == nil { await transport.shutdown() }
         return try result.get()
-    }
-
-    /// Runs `setup`, stopping it as a cancellation does once `limit` has passed; the error it
-    /// then throws becomes ``DownloadError/Code/timedOut``.
-    private static func run(_ setup: DownloadSetup, within limit: Duration?) async throws -> DownloadStatistics {
-        guard let limit else { return try await setup.run() }
-        enum Outcome: Sendable {
-            case finished(DownloadStatistics)
-            case expired
-            case cancelled
-        }
-        return try await withThrowingTaskGroup(of: Outcome.self) { group in
-            group.addTask { .finished(try await setup.run()) }
-            group.addTask {
-                do { try await Task.sleep(for: limit) } catch { return .cancelled }
-                return .expired
-            }
-            var expired = false
-            while true {
-                do {
-                    switch try await group.next() {
-                    case .finished(let statistics)?:
-                        group.cancelAll()
-                        return statistics
-                    case .expired?:
-                        expired = true
-                        group.cancelAll()  // the setup stops as if cancelled and throws
-                    case .cancelled?:
-                        continue
-                    case nil:  // never: the setup's task ends the loop first
-                        throw CancellationError()
-                    }
-                } catch {
-                    guard expired else { throw error }
-                    let detail = (error as? DownloadError)?.message ?? "stopped"
-                    throw DownloadError(.timedOut, "\(redactedURL(setup.url)): the time limit of \(formatSeconds(limit.seconds)) s passed; \(detail)")
-                }
-            }
-        }
     }
 }

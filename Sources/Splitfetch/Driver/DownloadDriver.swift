@@ -76,12 +76,13 @@ final class DownloadDriver {
         self.setup = setup
         self.partial = partial
         self.io = io
-        self.shared = SharedMachine(machine)
+        self.shared = SharedMachine(machine, origin: since)
         self.resource = resource
         self.file = existing?.file
         self.resumedManifest = existing?.manifest
         self.since = since
         resumedBytes = machine.writtenBytes
+        failures.timeLimit = setup.options.maximumTime
     }
 
     var options: DownloadOptions { setup.options }

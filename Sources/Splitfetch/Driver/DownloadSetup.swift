@@ -24,43 +24,56 @@ struct DownloadSetup: Sendable {
         if consumer != nil { return try await runInOrder(since: start) }
         guard options.useContentDisposition else { return try await runWithLocalChecks(probed: nil, since: start) }
         // The name depends on the server's answer: probe first, then look at local files.
-        let resource = try await probe()
+        let resource = try await probe(since: start)
         var named = self
         named.destination = contentDispositionDestination(resource) ?? destination
         return try await named.runWithLocalChecks(probed: resource, since: start)
     }
 
-    private func probe() async throws -> RemoteResource {
-        try await probe(getFirst: false).0
+    private func probe(since start: ContinuousClock.Instant) async throws -> RemoteResource {
+        try await probe(getFirst: false, since: start).0
     }
 
-    /// Probes, retrying transient failures (a `503` to the very first request, a refused
-    /// connection) under the same ``RetryPolicy`` as every later request. GET-first, the first
-    /// segment's request asks (open-ended with one connection) and its body comes back open.
-    private func probe(getFirst: Bool) async throws -> (RemoteResource, OpenProbe?) {
-        var random = SplitMix64(seed: UInt64.random(in: .min ... .max))
-        var attempt = 0
+    /// Probes as the core's ``ProbePhase`` decides: which request, when a failure is asked again
+    /// (the same ``RetryPolicy`` as every later request, its jitter seeded), when to give up, and
+    /// the time limit (``DownloadOptions/maximumTime``, counted from `start`). GET-first, the
+    /// first segment's request asks (open-ended with one connection) and its body comes back open.
+    private func probe(getFirst: Bool, since start: ContinuousClock.Instant) async throws -> (RemoteResource, OpenProbe?) {
+        var phase = ProbePhase(request: getFirst ? .getFirst : .head, retry: retryPolicy, probeTimeout: options.probeTimeout.seconds,
+                               deadline: options.maximumTime?.seconds, seed: UInt64.random(in: .min ... .max))
         let first = ByteRange(0, options.connections == 1 ? Int64.max : options.minimumSegmentSize)
+        func now() -> Double { (ContinuousClock.now - start).seconds }
+        var step = phase.next(now: now())
+        var lastError: DownloadError?
         while true {
-            do {
-                let probe = Probe(connector: connector, policy: policy)
-                let (resource, open) = getFirst ? try await probe.runGetFirst(range: first) : (try await probe.run(), nil)
-                emit(.probed(resource.redacted))
-                return (resource, open)
-            } catch {
-                attempt += 1
-                switch retryPolicy.decide(error.failure, attempt: attempt, random: &random) {
-                case .giveUp:
-                    guard attempt > 1, error.isTransient else { throw error }
-                    throw error.givenUp(after: attempt - 1)
-                case .retry(let delay):
-                    options.logger.debug("retrying the probe", metadata: ["attempt": "\(attempt)", "delay": "\(formatSeconds(delay))",
-                                                                          "error": "\(error.message)"])
-                    emit(.retrying(connection: 0, error: error, delay: .seconds(delay)))
-                    do { try await Task.sleep(for: .seconds(delay)) } catch {
-                        throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))")
-                    }
+            switch step {
+            case .ask(let request, let timeout):
+                do {
+                    let probe = Probe(connector: connector, policy: policy, timeout: .seconds(timeout))
+                    let (resource, open) = request == .getFirst ? try await probe.runGetFirst(range: first) : (try await probe.run(), nil)
+                    emit(.probed(resource.redacted))
+                    return (resource, open)
+                } catch {
+                    if error.code == .interrupted { throw error }
+                    lastError = error
+                    step = phase.failed(error.failure, now: now())
                 }
+            case .wait(let delay, let retry):
+                let error = lastError!
+                options.logger.debug("retrying the probe", metadata: ["attempt": "\(retry)", "delay": "\(formatSeconds(delay))",
+                                                                      "error": "\(error.message)"])
+                emit(.retrying(connection: 0, error: error, delay: .seconds(delay)))
+                do { try await Task.sleep(for: .seconds(delay)) } catch {
+                    throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))")
+                }
+                step = phase.next(now: now())
+            case .giveUp(let retried):
+                let error = lastError!
+                throw retried.map { error.givenUp(after: $0) } ?? error
+            case .timedOut:
+                let limit = formatSeconds(options.maximumTime?.seconds ?? 0)
+                let detail = lastError.map { "; \($0.message)" } ?? ""
+                throw DownloadError(.timedOut, "\(redactedURL(url)): the time limit of \(limit) s passed while probing\(detail)")
             }
         }
     }
@@ -121,7 +134,8 @@ struct DownloadSetup: Sendable {
         } else {
             // A resumed download checks the server's file before any byte is fetched: HEAD first.
             // So does one asking S3 for its checksum, which S3 states on a HEAD but not on a 206.
-            (resource, open) = try await probe(getFirst: options.probe == .get && existing == nil && !options.asksForObjectChecksum)
+            (resource, open) = try await probe(getFirst: options.probe == .get && existing == nil && !options.asksForObjectChecksum,
+                                               since: start)
         }
         let mirrors = self.mirrors(of: resource)
         var configuration = machineConfiguration()
@@ -145,7 +159,7 @@ struct DownloadSetup: Sendable {
     /// A download read in order: probe, then the driver with a window and no checkpoints (a
     /// pipe cannot be resumed).
     private func runInOrder(since start: ContinuousClock.Instant) async throws -> DownloadStatistics {
-        let (resource, open) = try await probe(getFirst: options.probe == .get && !options.asksForObjectChecksum)
+        let (resource, open) = try await probe(getFirst: options.probe == .get && !options.asksForObjectChecksum, since: start)
         let mirrors = self.mirrors(of: resource)
         var configuration = machineConfiguration()
         configuration.sources = 1 + mirrors.count
@@ -174,6 +188,7 @@ struct DownloadSetup: Sendable {
         configuration.quickCheckpointInterval = options.quickCheckpointInterval.seconds
         configuration.durableCheckpointInterval = options.checkpointInterval.seconds
         configuration.seed = UInt64.random(in: .min ... .max)
+        configuration.deadline = options.maximumTime?.seconds
         return configuration
     }
 

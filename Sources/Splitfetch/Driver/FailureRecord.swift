@@ -24,6 +24,8 @@ struct FailureRecord {
     var checkpoints: [Int: DownloadError] = [:]
     /// Why the last source to be dropped was (a mirror's failed identity check).
     var lastSourceError: DownloadError?
+    /// The download's time limit, for the message when it passes.
+    var timeLimit: Duration?
 
     /// The error of `transfer`; a transfer that ended without one ended before its range did.
     func error(of transfer: DownloadMachine.TransferID, finalURL: String) -> DownloadError {
@@ -46,6 +48,9 @@ struct FailureRecord {
             if let retries = gaveUpAfter { error = error.givenUp(after: retries) }
         case .checkpoint(let id):
             error = checkpoints[id] ?? DownloadError(.fileIO, "\(standing.manifestPath): checkpoint failed")
+        case .timedOut:
+            let limit = timeLimit.map { " of \(formatSeconds($0.seconds)) s" } ?? ""
+            error = DownloadError(.timedOut, "\(standing.url): the time limit\(limit) passed")
         case .noSourceLeft:
             error = lastSourceError ?? DownloadError(.network, "\(standing.url): every source failed")
         case .incomplete:

@@ -6,9 +6,14 @@ import DownloadCore
 /// section with no I/O inside; actions are performed after leaving it.
 final class SharedMachine: Sendable {
     private let machine: NIOLockedValueBox<DownloadMachine>
-    private let origin = ContinuousClock.now
+    /// When the download started (before its probe): the machine's clock counts from here, so
+    /// its deadline is the time limit itself.
+    private let origin: ContinuousClock.Instant
 
-    init(_ machine: DownloadMachine) { self.machine = NIOLockedValueBox(machine) }
+    init(_ machine: DownloadMachine, origin: ContinuousClock.Instant = .now) {
+        self.machine = NIOLockedValueBox(machine)
+        self.origin = origin
+    }
 
     /// Seconds since the download's driver started: the one clock for every time the machine is given.
     func now() -> Double { (ContinuousClock.now - origin).seconds }

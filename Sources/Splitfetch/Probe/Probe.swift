@@ -11,7 +11,16 @@ import DownloadCore
 struct Probe {
     let connector: Connector
     let policy: RequestPolicy
+    /// The longest wait for an answer: the probe timeout, or less when the download's time
+    /// limit comes first (``ProbePhase/next(now:)``).
+    var timeout: Duration
     var options: DownloadOptions { policy.options }
+
+    init(connector: Connector, policy: RequestPolicy, timeout: Duration? = nil) {
+        self.connector = connector
+        self.policy = policy
+        self.timeout = timeout ?? policy.options.probeTimeout
+    }
 
     /// Stops a probing `GET` after the first piece of body: the probe needs headers only.
     private final class HeadersOnlySink: TransferSink {
@@ -26,7 +35,7 @@ struct Probe {
         var hops = 0
         while true {
             var request = policy.request(current, method: method, range: range)
-            request.totalTimeout = options.probeTimeout.seconds
+            request.totalTimeout = timeout.seconds
             if options.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
             options.logger.debug("probe request", metadata: ["method": "\(method)", "url": "\(redactedURL(current))",
                                                              "range": "\(range.map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? "none")"])
@@ -63,24 +72,27 @@ struct Probe {
         let url = policy.url
         var fromHead: RemoteResource?
         let (head, headURL) = rangeOnly ? (TransferResult(), url) : try await follow(url, method: .head, range: nil, sink: nil)
-        if rangeOnly {
-            // No HEAD: go straight to the ranged GET below.
-        } else if head.curlCode == 0, let h = head.head {
-            switch h.status {
-            case 200...299:
-                let length = try lengthOrThrow(h, url: headURL)
-                fromHead = resource(finalURL: headURL, head: h, size: length,
-                                    ranges: h.first("accept-ranges")?.lowercased() == "bytes", method: "head")
-            case 403, 405, 501, 500...599:
-                break  // HEAD refused or broken: try a ranged GET
-            default:
-                throw HTTPFields.httpStatusError(h.status, url: headURL, head: h)
+        if !rangeOnly {
+            // What the HEAD leaves to a ranged GET is the core's decision.
+            let answered = head.curlCode == 0 ? head.head : nil
+            var size: Int64?
+            if let h = answered, (200...299).contains(h.status) {
+                size = try lengthOrThrow(h, url: headURL)
+                fromHead = resource(finalURL: headURL, head: h, size: size, ranges: h.first("accept-ranges")?.lowercased() == "bytes",
+                                    method: "head")
             }
-        } else if head.curlCode != 0 && !CurlErrors.isWorthGetProbe(head.curlCode) {
-            throw CurlErrors.error(for: head, url: headURL)
+            // No head with no libcurl error: nothing came back, as an empty reply.
+            let failure = answered == nil && head.curlCode != 0 ? CurlErrors.error(for: head, url: headURL) : nil
+            let kind = answered == nil ? failure?.failure.kind ?? .network(.emptyReply) : nil
+            switch ProbePhase.afterHead(status: answered?.status, failure: kind, size: size,
+                                        acceptsRanges: fromHead?.acceptsRanges ?? false) {
+            case .enough: return try checked(fromHead!)
+            case .askRangedGet: break
+            case .fail:
+                if let failure { throw failure }
+                throw HTTPFields.httpStatusError(answered!.status, url: headURL, head: answered)
+            }
         }
-        if let r = fromHead, r.size != nil, r.acceptsRanges { return try checked(r) }
-        if let r = fromHead, r.size == 0 { return try checked(r) }
 
         let (probe, finalURL) = try await follow(url, method: .get, range: ByteRange(0, 1), sink: HeadersOnlySink())
         return try judgeRangedAnswer(probe, finalURL: finalURL, fromHead: fromHead, method: "range-get")
@@ -159,7 +171,7 @@ struct Probe {
                 sink.ended()
                 return result
             }
-            let timer = TimerQueue.shared.schedule(after: options.probeTimeout) {
+            let timer = TimerQueue.shared.schedule(after: timeout) {
                 if sink.giveUpWaitingForHead() { task.cancel() }
             }
             let head = await withTaskCancellationHandler { await sink.head() } onCancel: { task.cancel() }
@@ -175,7 +187,7 @@ struct Probe {
             }
             let result = await task.value
             if sink.timedOut {
-                throw DownloadError(.network, "\(redactedURL(current)): no response within \(formatSeconds(options.probeTimeout.seconds)) s",
+                throw DownloadError(.network, "\(redactedURL(current)): no response within \(formatSeconds(timeout.seconds)) s",
                                     kind: .network(.timeout))
             }
             if result.cancelled { throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))") }
