@@ -113,6 +113,8 @@ public final class DownloadQueue: Sendable {
     /// Adds a download; it starts when a slot is free and it comes first.
     ///
     /// - Parameters:
+    ///   - url: an `http` or `https` URL.
+    ///   - destination: where the finished file goes; its directory must exist.
     ///   - id: its identifier; by default a new one of 16 hexadecimal digits.
     ///   - priority: higher starts first; among equals, the earlier position.
     ///   - position: its place in the queue from 0; by default the end.
