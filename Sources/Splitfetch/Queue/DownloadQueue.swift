@@ -113,6 +113,8 @@ public final class DownloadQueue: Sendable {
     /// Adds a download; it starts when a slot is free and it comes first.
     ///
     /// - Parameters:
+    ///   - url: an `http` or `https` URL.
+    ///   - destination: where the finished file goes; its directory must exist.
     ///   - id: its identifier; by default a new one of 16 hexadecimal digits.
     ///   - priority: higher starts first; among equals, the earlier position.
     ///   - position: its place in the queue from 0; by default the end.
@@ -154,7 +156,7 @@ public final class DownloadQueue: Sendable {
         var ids: [ID] = []
         for partial in try await PartialDownload.list(in: directory) {
             var each = options
-            each.mirrors = partial.mirrors
+            each.mirrors.urls = partial.mirrors
             ids.append(try add(partial.url, to: partial.destination, options: each, id: partial.destination.string, paused: paused))
         }
         return ids
