@@ -38,7 +38,7 @@ struct OutputOptions: ParsableArguments {
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Seconds between durable checkpoints of the resume manifest; 0 saves only on stop.",
                                valueName: "seconds"))
-    var checkpointInterval = Seconds(defaults.checkpointInterval)
+    var checkpointInterval = Seconds(defaults.durability.checkpointInterval)
 
     @Flag(help: "Name the file from the server's Content-Disposition (reduced to a safe base name).")
     var contentDisposition = false

@@ -68,10 +68,10 @@ extension SplitfetchCommand {
             let name = defaultFileName(forURL: url)
             let path = destinationOf[index] ?? directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
             var fileOptions = options
-            fileOptions.mirrors = mirrorsOf[index]
+            fileOptions.mirrors.urls = mirrorsOf[index]
             do throws(DownloadError) {
                 try fileOptions.validate()
-                fileOptions.expectedDigests = try expected(from: checksums, path: path, url: url)
+                fileOptions.integrity.expectedDigests = try expected(from: checksums, path: path, url: url)
             } catch {
                 log?.record(.failed(error), download: index)
                 early.append((index, .failure(error)))

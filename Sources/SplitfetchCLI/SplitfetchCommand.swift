@@ -55,6 +55,9 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
         if !transfer.mirrors.isEmpty && (urls.count > 1 || input.inputFile != nil) {
             throw ValidationError("--mirror is for one file; with several, put each file's mirrors on its --input-file line, separated by tabs")
         }
+        for line in transfer.headers where HTTPHeader(line: line) == nil {
+            throw ValidationError("header \"\(line)\" is not of the form 'Name: value'")
+        }
         if let cap = transfer.maxConnectionsPerHost, cap < 1 { throw ValidationError("--max-connections-per-host must be at least 1") }
         guard transfer.minSegmentSize.bytes > 0 else { throw ValidationError("--min-segment-size must be positive") }
         guard transfer.retries >= 0 else { throw ValidationError("--retries must not be negative") }
@@ -75,8 +78,8 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
             throw ValidationError("--checksum is for one file; with several URLs use --checksum-file")
         }
         var options = makeOptions()
-        options.expectedDigests = try integrity.givenDigests()
-        options.reportedDigests = try integrity.reportedAlgorithms()
+        options.integrity.expectedDigests = try integrity.givenDigests()
+        options.integrity.reportedDigests = try integrity.reportedAlgorithms()
         do { try options.validate() } catch { throw ValidationError(error.message) }
     }
 
@@ -91,34 +94,34 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
         var options = DownloadOptions()
         options.connections = transfer.connections
         options.minimumSegmentSize = transfer.minSegmentSize.bytes
-        options.headers = transfer.headers
-        options.mirrors = transfer.mirrors
-        options.useMirrorLinks = !transfer.noMirrorLinks
+        options.headers = transfer.headers.compactMap(HTTPHeader.init(line:))  // each checked by validate()
+        options.mirrors.urls = transfer.mirrors
+        options.mirrors.useLinks = !transfer.noMirrorLinks
         options.userAgent = transfer.userAgent
-        options.retries = transfer.retries
-        options.connectTimeout = transfer.connectTimeout.duration
-        options.stallTimeout = transfer.stallTimeout.duration
-        options.probeTimeout = transfer.probeTimeout.duration
+        options.retry.maximumRetries = transfer.retries
+        options.timeouts.connect = transfer.connectTimeout.duration
+        options.timeouts.stall = transfer.stallTimeout.duration
+        options.timeouts.probe = transfer.probeTimeout.duration
         options.probe = transfer.probe.method
         options.allowOverwrite = output.force
-        options.syncBeforeRename = !output.noSync
+        options.durability.syncBeforeRename = !output.noSync
         options.restart = output.restart
-        options.checkpointInterval = output.checkpointInterval.duration
-        if output.checkpointInterval.duration == .zero { options.quickCheckpointInterval = .zero }
+        options.durability.checkpointInterval = output.checkpointInterval.duration
+        if output.checkpointInterval.duration == .zero { options.durability.quickCheckpointInterval = .zero }
         if let user = security.user, let colon = user.firstIndex(of: ":") {
             options.credentials = Credentials(user: String(user[..<colon]), password: String(user[user.index(after: colon)...]))
         }
         options.insecure = security.insecure
         options.caCertificatePath = security.cacert.map { FilePath($0) }
-        options.proxy = security.proxy
-        options.noProxy = security.noProxy
+        options.proxy.url = security.proxy
+        options.proxy.noProxy = security.noProxy
         options.netrc = security.netrcSource
         options.allowHTTPSDowngrade = security.allowHTTPSDowngrade
         options.useContentDisposition = output.contentDisposition && output.output == nil
         options.maximumSize = output.maxSize?.bytes
-        options.useServerDigests = !integrity.noServerDigest
-        options.expectedDigests = (try? integrity.givenDigests()) ?? []  // checked in validate()
-        options.reportedDigests = (try? integrity.reportedAlgorithms()) ?? []
+        options.integrity.useServerDigests = !integrity.noServerDigest
+        options.integrity.expectedDigests = (try? integrity.givenDigests()) ?? []  // checked in validate()
+        options.integrity.reportedDigests = (try? integrity.reportedAlgorithms()) ?? []
         options.window = output.window.bytes
         options.maximumTime = transfer.maxTime?.duration
         if output.events != nil { options.progressInterval = EventLog.progressInterval }
@@ -203,7 +206,7 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
         var options = makeOptions()
         do throws(DownloadError) {
             options.cookies = try await security.cookies()
-            options.expectedDigests += try expected(from: try await loadChecksumList(options: options), path: path, url: url)
+            options.integrity.expectedDigests += try expected(from: try await loadChecksumList(options: options), path: path, url: url)
             try options.validate()
         } catch {
             return fail(error.code == .usage ? .usage : ExitStatus(error.code), error.message)

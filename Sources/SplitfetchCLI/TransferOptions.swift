@@ -31,7 +31,7 @@ struct TransferOptions: ParsableArguments {
     var userAgent = defaults.userAgent
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Retries per failed request.", valueName: "n"))
-    var retries = defaults.retries
+    var retries = defaults.retry.maximumRetries
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Receive at most RATE bytes per second, e.g. 500K, 8M, over every connection (and every -j job) together.",
                                                         valueName: "rate"))
@@ -42,13 +42,13 @@ struct TransferOptions: ParsableArguments {
     var maxTime: Seconds?
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Seconds to wait for a connection.", valueName: "seconds"))
-    var connectTimeout = Seconds(defaults.connectTimeout)
+    var connectTimeout = Seconds(defaults.timeouts.connect)
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Seconds without data before a connection is replaced.", valueName: "seconds"))
-    var stallTimeout = Seconds(defaults.stallTimeout)
+    var stallTimeout = Seconds(defaults.timeouts.stall)
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Seconds to wait for the probe's answer.", valueName: "seconds"))
-    var probeTimeout = Seconds(defaults.probeTimeout)
+    var probeTimeout = Seconds(defaults.timeouts.probe)
 
     @Option(parsing: .unconditional, help: ArgumentHelp(
         "How a new download learns the size: 'get' (the first segment's GET asks; one round trip less per file) or 'head' (HEAD first, for servers where a GET is costly or metered).",

@@ -66,7 +66,7 @@ struct RateChange: AsyncParsableCommand {
         options.connections = connections
         options.rateLimit = limit
         options.progressInterval = .milliseconds(50)
-        options.syncBeforeRename = false
+        options.durability.syncBeforeRename = false
         let download = Download(url, to: FilePath(directory + "/f"), options: options)
         let work = Task { try await download.run() }
         let clock = ContinuousClock()
@@ -115,7 +115,7 @@ struct IdleQueue: AsyncParsableCommand {
         let queue = DownloadQueue(maximumActive: downloads)
         var options = DownloadOptions()
         options.connections = 2
-        options.syncBeforeRename = false
+        options.durability.syncBeforeRename = false
         let events = queue.subscribe(keepingProgress: 1)
         for index in 0..<downloads {
             try queue.add(url + (url.contains("?") ? "&" : "?") + "n=\(index)", to: FilePath("\(directory)/f\(index)"), options: options,

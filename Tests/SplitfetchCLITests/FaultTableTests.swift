@@ -62,7 +62,7 @@ struct FaultTableTests {
         let command = try #require(try SplitfetchCommand.parseAsRoot(SplitfetchCommand.splittingClusters(arguments))
             as? SplitfetchCommand)
         var options = command.makeOptions()
-        options.syncBeforeRename = false
+        options.durability.syncBeforeRename = false
         let path = directory + "/f"
         do {
             _ = try await Download(url, to: FilePath(path), options: options).run()

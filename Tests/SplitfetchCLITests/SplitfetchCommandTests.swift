@@ -35,11 +35,11 @@ struct CommandParsingTests {
         #expect(options.connections == 16)
         #expect(options.minimumSegmentSize == 512 << 10)
         #expect(options.rateLimit?.bytesPerSecond == 8 << 20)
-        #expect(options.stallTimeout == .milliseconds(2500))
-        #expect(options.headers == ["A: 1", "B: 2"])
-        #expect(options.retries == 3)
+        #expect(options.timeouts.stall == .milliseconds(2500))
+        #expect(options.headers == [HTTPHeader("A", "1"), HTTPHeader("B", "2")])
+        #expect(options.retry.maximumRetries == 3)
         let defaults = try Self.parse(["https://example.org/f.iso"]).makeOptions()
-        #expect(defaults.connections == DownloadOptions().connections && defaults.retries == DownloadOptions().retries)
+        #expect(defaults.connections == DownloadOptions().connections && defaults.retry.maximumRetries == DownloadOptions().retry.maximumRetries)
     }
 
     /// The value after an option that takes one is that value, even when it starts with `-`.

@@ -73,7 +73,7 @@ struct CookieAndNetrcTests {
                 let size: Int64 = 3 << 20
                 let url = first.url(size: size, query: ["redirect": percentEncode(second.url(size: size))])
                 var options = testOptions(connections: 4)
-                options.headers = ["Cookie: given=0"]
+                options.headers = [HTTPHeader("Cookie", "given=0")]
                 options.cookies = CookieJar(netscapeText: """
                     127.0.0.1\tFALSE\t/\tFALSE\t0\ta\t1
                     127.0.0.1\tFALSE\t/size\tFALSE\t0\tb\t2

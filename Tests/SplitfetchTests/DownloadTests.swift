@@ -161,7 +161,7 @@ struct DownloadTests {
         await server.shutdown()
         try await withTemporaryDirectory { dir in
             var options = testOptions()
-            options.retries = 1
+            options.retry.maximumRetries = 1
             let error = await failure(url, to: dir + "/f", options: options)
             #expect(error?.code == .network)
             #expect(error?.message.contains("127.0.0.1") == true)

@@ -21,10 +21,10 @@ struct FaultTests {
     /// the fault it scripts (with 4 s, a full run on a loaded machine once saw seven in a row).
     static func options(retries: Int = 6) -> DownloadOptions {
         var o = testOptions(connections: 4, minimumSegmentSize: 512 << 10)
-        o.retries = retries
+        o.retry.maximumRetries = retries
         let timeout = sanitizerTimeout(.seconds(1), atLeast: .seconds(10))
-        o.stallTimeout = timeout
-        o.probeTimeout = timeout
+        o.timeouts.stall = timeout
+        o.timeouts.probe = timeout
         return o
     }
 
@@ -112,7 +112,7 @@ struct FaultTests {
             // A long stall timeout: under ThreadSanitizer a slow transfer must not be mistaken for
             // a stalled one and wasted, which is not what this test is about.
             var options = Self.options()
-            options.stallTimeout = .seconds(20)
+            options.timeouts.stall = .seconds(20)
             let stats = try await expectCorrect(server, query: ["fault": "reset", "faultevery": "2", "faultbytes": "100000"],
                                                 options: options)
             // The cut responses come back as retries; under ThreadSanitizer on a loaded machine
@@ -144,11 +144,11 @@ struct FaultTests {
     @Test func retryAfterIsHonouredAndBusyServersGetFewerConnections() async throws {
         try await withServer { server in
             var options = Self.options()
-            options.retryMaximumDelay = .seconds(2)
+            options.retry.maximumDelay = .seconds(2)
             // No probe or stall timeout a loaded machine could trip: a transfer aborted as
             // stalled is retried on the backoff, even when its 503 arrives after the abort.
-            options.probeTimeout = .seconds(60)
-            options.stallTimeout = .seconds(60)
+            options.timeouts.probe = .seconds(60)
+            options.timeouts.stall = .seconds(60)
             try await withTemporaryDirectory { dir in
                 // A 503 with Retry-After: 1 to the first request: nothing can take its place, so
                 // it is retried, after at least the second the server asked for.
@@ -211,7 +211,7 @@ struct FaultTests {
                 let busy = ["fault": "busy", "faultskip": "2", "faultuntil": "4"]
                 // No stall timeout a loaded machine could trip: a starved process looks stalled.
                 var options = Self.options()
-                options.stallTimeout = .seconds(60)
+                options.timeouts.stall = .seconds(60)
                 // HEAD first, so the first two range requests are two planned segments (GET-first,
                 // the first is the probe's short range, which may end before the 503s arrive).
                 options.probe = .head

@@ -24,7 +24,7 @@ struct HostLimitTests {
                 // Small files of 8 segments each: the requests are what matters here, and the bytes
                 // stay few so that the run is light beside the other suites (ThreadSanitizer).
                 var options = testOptions(connections: 8, minimumSegmentSize: 2 << 10)
-                options.stallTimeout = .seconds(60)  // a download waiting for slots is not stalled
+                options.timeouts.stall = .seconds(60)  // a download waiting for slots is not stalled
                 let sizes = (0..<count).map { Int64(16 << 10) + Int64($0) * 97 }  // 16 to 35 KiB
                 let files = sizes.enumerated().map { index, size in
                     BatchFile(server.url(size: size, name: "f\(index).bin", seed: UInt64(index + 1)),

@@ -83,7 +83,7 @@ struct IntegrityTests {
         default: String(base64.prefix { $0 != "=" })
         }
         var options = testOptions(connections: 4)
-        options.expectedDigests = [try ExpectedDigest(parsing: "sha-256=" + text)]
+        options.integrity.expectedDigests = [try ExpectedDigest(parsing: "sha-256=" + text)]
         try await withServer { server in
             let outcome = try await Self.run(server, query: [:], options: options)
             #expect(outcome.sha256 == hex)
@@ -115,7 +115,7 @@ struct IntegrityTests {
     @Test func theUsersDigestWinsOverTheServersAndTheDisagreementIsReported() async throws {
         let wrong = Digest(.sha256, bytes: [UInt8](repeating: 7, count: 32))
         var options = testOptions(connections: 4)
-        options.expectedDigests = [try ExpectedDigest(parsing: "sha-256=" + Self.sha256)]
+        options.integrity.expectedDigests = [try ExpectedDigest(parsing: "sha-256=" + Self.sha256)]
         try await withServer { server in
             let query = ["addheader": Self.addheader("Repr-Digest: sha-256=:\(wrong.base64):")]
             let outcome = try await Self.run(server, query: query, options: options)
@@ -125,7 +125,7 @@ struct IntegrityTests {
             #expect(outcome.warnings.first.map { $0.contains(wrong.hex) && $0.contains(Self.sha256) } == true)
 
             // The other way round: the user's wrong digest fails a right file.
-            options.expectedDigests = [ExpectedDigest(wrong, source: .checksumFile("SHA256SUMS"))]
+            options.integrity.expectedDigests = [ExpectedDigest(wrong, source: .checksumFile("SHA256SUMS"))]
             let failed = try await Self.run(server, query: ["digest": "repr"], options: options)
             guard case .failure(let error) = failed.result else {
                 Issue.record("a wrong given digest passed")
@@ -138,7 +138,7 @@ struct IntegrityTests {
 
     @Test func digestsAreReportedWithoutACheck() async throws {
         var options = testOptions(connections: 4)
-        options.reportedDigests = [.md5, .sha256, .sha1]
+        options.integrity.reportedDigests = [.md5, .sha256, .sha1]
         try await withServer { server in
             let outcome = try await Self.run(server, query: [:], options: options)
             let statistics = try outcome.result.get()
@@ -151,7 +151,7 @@ struct IntegrityTests {
 
     @Test func serverDigestsCanBeIgnored() async throws {
         var options = testOptions(connections: 4)
-        options.useServerDigests = false
+        options.integrity.useServerDigests = false
         try await withServer { server in
             let outcome = try await Self.run(server, query: ["digest": "repr", "corrupt": "5"], options: options)
             #expect(try outcome.result.get().digests.isEmpty)

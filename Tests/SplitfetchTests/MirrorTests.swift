@@ -126,7 +126,7 @@ struct MirrorTests {
             #expect(used.sources.map(\.url) == [primary, mirror] && (used.sources[1].bytes > 0 || underThreadSanitizer))
             #expect(events.contains { $0.resource?.mirrors == [mirror] })
             var options = testOptions(connections: 2)
-            options.useMirrorLinks = false
+            options.mirrors.useLinks = false
             let before = servers[1].statistics.requests
             let unhurried = servers[0].url(size: Self.size, query: ["mirrors": mirror.percentEncodedForQuery])
             let (ignored, again, _) = try await run([unhurried], options: options)
@@ -148,18 +148,18 @@ struct MirrorTests {
                 let primary = servers[0].url(size: Self.size, query: stall)
                 let first = servers[1].url(size: Self.size, query: stall)
                 var options = testOptions(connections: 2)
-                options.stallTimeout = .seconds(60)
-                options.mirrors = [first]
+                options.timeouts.stall = .seconds(60)
+                options.mirrors.urls = [first]
                 let error = await interrupt(primary, to: path, options: options, after: 2 << 20)
                 #expect(error?.code == .interrupted)
                 let manifest = try ManifestCodec.decode(try #require(readBytes(path + ".part.json")), path: "m")
                 #expect(manifest.mirrors == [first])
 
                 var again = testOptions(connections: 2)
-                again.stallTimeout = briskTimeout(.seconds(1))
+                again.timeouts.stall = briskTimeout(.seconds(1))
                 let other = servers[2].url(size: Self.size, query: ["rate": String(1 << 20)])
                 let wrong = servers[3].url(size: Self.size, seed: 4)
-                again.mirrors = [other, wrong]
+                again.mirrors.urls = [other, wrong]
                 let (stats, digest) = try await download(primary, to: path, options: again)
                 #expect(digest == Self.expected)
                 #expect(stats.resumedBytes >= 2 << 20)

@@ -11,7 +11,7 @@ struct PartialDownloadTests {
             try await withTemporaryDirectory { dir in
                 let sizes: [Int64] = [(3 << 20) + 7, (2 << 20) + 11, 5 << 20]
                 var options = testOptions(connections: 4, minimumSegmentSize: 256 << 10)
-                options.checkpointInterval = .milliseconds(50)
+                options.durability.checkpointInterval = .milliseconds(50)
                 for (index, size) in sizes.enumerated() {
                     let error = await interrupt(server.url(size: size, name: "f\(index).bin", seed: UInt64(index + 1)),
                                                 to: dir + "/f\(index).bin", options: options, after: 512 << 10)

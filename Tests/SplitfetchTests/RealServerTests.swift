@@ -12,9 +12,9 @@ struct RealServerTests {
 
     static func options(connections: Int = 4) -> DownloadOptions {
         var o = testOptions(connections: connections, minimumSegmentSize: 256 << 10)
-        o.retries = 4
-        o.stallTimeout = .seconds(20)  // ThreadSanitizer slows transfers; none of these tests is about stalls
-        o.probeTimeout = patientTimeout(.seconds(2))
+        o.retry.maximumRetries = 4
+        o.timeouts.stall = .seconds(20)  // ThreadSanitizer slows transfers; none of these tests is about stalls
+        o.timeouts.probe = patientTimeout(.seconds(2))
         return o
     }
 
@@ -23,7 +23,7 @@ struct RealServerTests {
     /// would be counted.
     static func unhurried() -> DownloadOptions {
         var o = options()
-        o.probeTimeout = .seconds(30)
+        o.timeouts.probe = .seconds(30)
         return o
     }
 

@@ -159,7 +159,7 @@ struct ResumeTests {
                 // (it finished first once, under ThreadSanitizer on a loaded machine).
                 let url = server.url(size: size, seed: 3, query: ["fault": "stall", "faultbytes": String(1 << 20), "faultuntil": "12"])
                 var first = testOptions(connections: 4)
-                first.stallTimeout = .seconds(60)
+                first.timeouts.stall = .seconds(60)
                 let error = await interrupt(url, to: path, options: first, after: 3 << 20)
                 #expect(error?.code == .interrupted)
                 #expect(error?.message.contains("paused at") == true)
@@ -170,7 +170,7 @@ struct ResumeTests {
 
                 // Stalls the first run left unused are given up on at once.
                 var second = testOptions(connections: 7)
-                second.stallTimeout = briskTimeout(.seconds(1))
+                second.timeouts.stall = briskTimeout(.seconds(1))
                 let (stats, digest) = try await download(url, to: path, options: second)
                 #expect(digest == SyntheticContent(size: size, seed: 3).sha256Hex())
                 #expect(stats.resumedBytes >= 3 << 20)
@@ -193,7 +193,7 @@ struct ResumeTests {
                 let stalling = ["fault": "stall", "faultbytes": String(3 << 19), "faultuntil": "1"]
                 let url = server.url(size: size, seed: 5, query: stalling)
                 var options = testOptions(connections: 1, minimumSegmentSize: 64 << 20)
-                options.stallTimeout = .seconds(60)
+                options.timeouts.stall = .seconds(60)
                 let error = await interrupt(url, to: path, options: options, after: 1 << 20)
                 #expect(error?.code == .interrupted)
                 #expect(error?.message.contains("paused at") == true)
@@ -213,13 +213,13 @@ struct ResumeTests {
             try await withTemporaryDirectory { dir in
                 let size: Int64 = 3 << 19
                 var options = testOptions(connections: 1, minimumSegmentSize: 64 << 20)
-                options.checkpointInterval = .zero
-                options.quickCheckpointInterval = .zero
+                options.durability.checkpointInterval = .zero
+                options.durability.quickCheckpointInterval = .zero
                 // The first response stops after 64 KiB until the client gives up on it (3 s; 30 s
                 // under ThreadSanitizer, where a loaded machine once delayed the event past the
                 // retry); the retry brings the rest. So the look at the directory, however late
                 // the event that prompts it, comes while the file cannot be complete.
-                options.stallTimeout = underThreadSanitizer ? .seconds(30) : .seconds(3)
+                options.timeouts.stall = underThreadSanitizer ? .seconds(30) : .seconds(3)
                 let stalling = ["fault": "stall", "faultbytes": "65536", "faultuntil": "1"]
                 let download = Download(server.url(size: size, seed: 6, query: stalling), to: FilePath(dir + "/quiet.bin"), options: options)
                 let task = Task { try await download.run() }

@@ -88,13 +88,13 @@ func testOptions(connections: Int = 8, minimumSegmentSize: Int64 = 256 << 10) ->
     options.connections = connections
     options.minimumSegmentSize = minimumSegmentSize
     options.minimumSplitSize = 16 << 10
-    options.retryBaseDelay = .milliseconds(10)
-    options.retryMaximumDelay = .milliseconds(200)
-    options.probeTimeout = patientTimeout(.seconds(5))
-    options.connectTimeout = .seconds(5)
-    options.stallTimeout = patientTimeout(.seconds(10))
+    options.retry.baseDelay = .milliseconds(10)
+    options.retry.maximumDelay = .milliseconds(200)
+    options.timeouts.probe = patientTimeout(.seconds(5))
+    options.timeouts.connect = .seconds(5)
+    options.timeouts.stall = patientTimeout(.seconds(10))
     options.progressInterval = .milliseconds(50)
-    options.syncBeforeRename = false
+    options.durability.syncBeforeRename = false
     return options
 }
 

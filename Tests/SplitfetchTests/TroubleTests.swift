@@ -11,9 +11,9 @@ struct TroubleTests {
 
     static func options() -> DownloadOptions {
         var o = testOptions(connections: 4, minimumSegmentSize: 256 << 10)
-        o.retryBaseDelay = .milliseconds(250)
-        o.retryMaximumDelay = .seconds(30)  // five retries then wait at least 3.9 s in all
-        o.probeTimeout = patientTimeout(.seconds(2))
+        o.retry.baseDelay = .milliseconds(250)
+        o.retry.maximumDelay = .seconds(30)  // five retries then wait at least 3.9 s in all
+        o.timeouts.probe = patientTimeout(.seconds(2))
         return o
     }
 
@@ -40,8 +40,8 @@ struct TroubleTests {
         try await withServer { server in
             try await withTemporaryDirectory { dir in
                 var options = Self.options()
-                options.retries = 2
-                options.retryBaseDelay = .milliseconds(20)
+                options.retry.maximumRetries = 2
+                options.retry.baseDelay = .milliseconds(20)
                 let error = await failure(server.url(size: Self.size, query: ["firstfail": "1000"]), to: dir + "/f", options: options)
                 #expect(error?.code == .http && error?.httpStatus == 503)
                 #expect(error?.message.contains("gave up after 2 retries") == true, "\(error?.message ?? "")")
@@ -54,7 +54,7 @@ struct TroubleTests {
     @Test func aThreeSecondOutageMidDownloadIsRiddenOut() async throws {
         try await withServer(.init(rateLimit: 2 << 20)) { server in
             var options = Self.options()
-            options.retries = 5
+            options.retry.maximumRetries = 5
             let requests = try await expectCorrect(server, query: ["outageafter": "3", "outagems": "3000"], options: options)
             #expect(requests > 4)
         }
@@ -111,10 +111,10 @@ struct ProxyTests {
         try await withServer(configuration) { proxy in
             try await withTemporaryDirectory { dir in
                 var options = testOptions()
-                options.proxy = "http://127.0.0.1:\(proxy.port)"
+                options.proxy.url = "http://127.0.0.1:\(proxy.port)"
                 // No probe timeout a loaded machine (ThreadSanitizer) could trip: a timed-out
                 // probe is retried, and the count below is of the 407's requests.
-                options.probeTimeout = .seconds(60)
+                options.timeouts.probe = .seconds(60)
                 // The origin is never reached: only the proxy (on loopback) is asked.
                 let error = await failure("\(scheme)://127.0.0.2:9/size/100/f.bin", to: dir + "/f", options: options)
                 #expect(error?.code == .proxy, "\(error?.message ?? "no error")")

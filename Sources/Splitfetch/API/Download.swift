@@ -74,14 +74,14 @@ public final class Download: Sendable {
     /// range, and get ``DownloadOptions/connections`` connections of their own. A source that
     /// serves other bytes, answers 404, or keeps failing is dropped; the download fails only
     /// when every source did. The same as `Download(sources[0], to:)` with the rest in
-    /// ``DownloadOptions/mirrors``.
+    /// ``DownloadOptions/Mirrors-swift.struct/urls``.
     ///
     /// - Precondition: `sources` is not empty.
     public convenience init(sources: [String], to destination: FilePath, options: DownloadOptions = DownloadOptions(),
                             session: Session? = nil) {
         precondition(!sources.isEmpty, "a download needs at least one source")
         var options = options
-        options.mirrors = Array(sources.dropFirst()) + options.mirrors
+        options.mirrors.urls = Array(sources.dropFirst()) + options.mirrors.urls
         self.init(sources[0], destination: destination, consumer: nil, options: options, session: session)
     }
 
@@ -163,7 +163,7 @@ public final class Download: Sendable {
         }
         // Connections kept for reuse: each source's (mirrors a server announces may add more).
         let transport = session?.transport(for: url)
-            ?? CurlTransport(maximumConnections: options.connections * (1 + min(options.mirrors.count, options.maximumMirrors)))
+            ?? CurlTransport(maximumConnections: options.connections * (1 + min(options.mirrors.urls.count, options.mirrors.maximum)))
         var setup = DownloadSetup(url: url, destination: destination.string, options: options,
                             connector: Connector(transport: transport, limiter: session?.limiter),
                             policy: RequestPolicy(url: url, options: options),
@@ -178,7 +178,7 @@ public final class Download: Sendable {
         do {
             result = .success(try await setup.run())
         } catch let error as DownloadError {
-            result = .failure(error.naming(proxy: options.proxy))
+            result = .failure(error.naming(proxy: options.proxy.url))
         } catch is CancellationError {
             result = .failure(DownloadError(.interrupted, "\(redactedURL(url)): interrupted"))
         } catch {

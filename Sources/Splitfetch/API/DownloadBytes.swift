@@ -13,7 +13,7 @@ import NIOConcurrencyHelpers
 /// the connections (at most one chunk of 256 KiB waits for it, and the window's bytes wait in
 /// an anonymous temporary file). Leaving the loop early, or cancelling its task, stops the
 /// download. The iterator throws the download's ``DownloadError``. A digest that does not match
-/// (``DownloadOptions/expectedDigests``) is thrown after the last chunk: by then the bytes have
+/// (``DownloadOptions/Integrity-swift.struct/expectedDigests``) is thrown after the last chunk: by then the bytes have
 /// been consumed, so a consumer that must not act on wrong bytes keeps its result until the
 /// sequence ends without an error.
 ///

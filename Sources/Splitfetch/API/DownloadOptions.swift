@@ -3,6 +3,18 @@ public import SystemPackage
 
 /// Settings for one download. Every field has a default that suits a large file over HTTP(S).
 ///
+/// The settings of one concern are grouped, as async-http-client's `HTTPClient.Configuration`
+/// groups its own: ``timeouts``, ``retry``, ``proxy``, ``integrity``, ``mirrors`` and
+/// ``durability``.
+///
+/// ```swift
+/// var options = DownloadOptions()
+/// options.connections = 16
+/// options.timeouts.stall = .seconds(30)
+/// options.retry.maximumRetries = 10
+/// options.headers.append(HTTPHeader("Authorization", "Bearer \(token)"))
+/// ```
+///
 /// Thread safety: a `Sendable` value.
 public struct DownloadOptions: Sendable {
     /// The most connections one download may use.
@@ -14,19 +26,15 @@ public struct DownloadOptions: Sendable {
     public var minimumSegmentSize: Int64 = 1 << 20
     /// The smallest piece an idle connection takes over from a busy one, in bytes. Default 64 KiB.
     public var minimumSplitSize: Int64 = 64 << 10
-    /// Extra request headers, as `Name: value` lines.
-    public var headers: [String] = []
+    /// Extra request headers. `Authorization`, `Cookie` and `Proxy-Authorization` go only to the
+    /// origin of the URL given.
+    public var headers: [HTTPHeader] = []
     /// The `User-Agent` header.
     public var userAgent: String = "splitfetch/\(splitfetchVersion)"
-    /// Retries per failed request before the download fails. Default 5.
-    public var retries: Int = 5
-    /// Longest wait for a TCP/TLS connection. Default 15 s.
-    public var connectTimeout: Duration = .seconds(15)
-    /// A connection that receives nothing for this long is dropped and its range re-queued. Default 20 s.
-    public var stallTimeout: Duration = .seconds(20)
-    /// Longest wait for the probe's answer (a `HEAD` falls back to a ranged `GET`; the GET-first
-    /// probe is retried). Default 15 s.
-    public var probeTimeout: Duration = .seconds(15)
+    /// How long to wait.
+    public var timeouts = Timeouts()
+    /// When a failed request is tried again.
+    public var retry = Retry()
     /// For a download read in order (``Download/init(_:writingTo:options:session:)``,
     /// ``Download/bytes(of:options:session:)``): the most bytes fetched ahead of the reader, held
     /// in a temporary file in ``temporaryDirectory`` (not in memory) until the reader takes them.
@@ -39,54 +47,21 @@ public struct DownloadOptions: Sendable {
     public var temporaryDirectory: FilePath?
     /// How a new download learns the file's size. Default ``ProbeMethod/get``.
     public var probe: ProbeMethod = .get
-    /// Base delay of the exponential retry backoff, in seconds. Default 0.25.
-    public var retryBaseDelay: Duration = .milliseconds(250)
-    /// Upper bound of the retry backoff (and of an honoured `Retry-After`), in seconds. Default 30.
-    public var retryMaximumDelay: Duration = .seconds(30)
     /// Most redirects followed. Default 10.
     public var maximumRedirects: Int = 10
     /// Replace an existing file at the destination. Default `false`.
     public var allowOverwrite: Bool = false
     /// How often progress events are emitted, in seconds. Default 0.25.
     public var progressInterval: Duration = .milliseconds(250)
-    /// Flush the data to disk (`fdatasync`) before renaming it to its final name, so a power cut
-    /// never leaves a final-named file with missing data; the directory is then synced so the
-    /// name lasts too. `false` makes neither sync. Default `true`.
-    public var syncBeforeRename: Bool = true
-    /// Seconds between durable checkpoints (`fdatasync` of the data, then the manifest saved with
-    /// `fsync`). `0` disables periodic checkpoints; one is still saved whenever the download stops.
-    /// Default 5.
-    public var checkpointInterval: Duration = .seconds(5)
-    /// Seconds between quick checkpoints (the manifest saved without syncing, trusted only within
-    /// the same boot). `0` disables them. Default 0.1.
-    public var quickCheckpointInterval: Duration = .milliseconds(100)
+    /// What reaches the disk, and when.
+    public var durability = Durability()
     /// Discard a partial file and manifest left by an earlier run and start over. Default `false`.
     public var restart: Bool = false
 
-    // MARK: Mirrors
-
-    /// Other URLs serving the same file (`--mirror`). Each proves it serves the same bytes
-    /// before it gets a range, and gets ``connections`` connections of its own. Default none.
-    public var mirrors: [String] = []
-    /// Use the mirrors a server announces with RFC 6249 `Link: <URL>; rel=duplicate` (a mirror
-    /// director such as MirrorBrain). Default `true`.
-    public var useMirrorLinks: Bool = true
-    /// Mirrors used at most, given and announced together. Default 16.
-    public var maximumMirrors: Int = 16
-
-    // MARK: Integrity
-
-    /// Digests the finished file must have (`--checksum`, a checksum list). They are checked as
-    /// the file downloads; a mismatch fails the download with ``DownloadError/Code/integrity``
-    /// and nothing goes under the final name. They win over the server's digests. Default none.
-    public var expectedDigests: [ExpectedDigest] = []
-    /// Check the file against a digest the server states (`Repr-Digest`, `Content-Digest`,
-    /// `Digest`, `x-amz-checksum-*`, `x-goog-hash`) when the caller gave none; the probe asks for
-    /// one with `Want-Repr-Digest`. Default `true`.
-    public var useServerDigests: Bool = true
-    /// Digests to compute and report in ``DownloadStatistics/digests`` whether or not anything is
-    /// checked (`--hash`). Default none.
-    public var reportedDigests: [DigestAlgorithm] = []
+    /// Other sources of the same file.
+    public var mirrors = Mirrors()
+    /// What the file must hash to, and what is hashed.
+    public var integrity = Integrity()
 
     // MARK: Safety
 
@@ -95,18 +70,8 @@ public struct DownloadOptions: Sendable {
     public var credentials: Credentials?
     /// Skip TLS certificate and host name verification. Never the default.
     public var insecure: Bool = false
-    /// The proxy for every request, `scheme://[user:password@]host:port` with a scheme of
-    /// ``proxySchemes`` (`http` when none is given); `nil` leaves it to libcurl, which reads
-    /// `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy` (lowercase `http_proxy` only, as
-    /// curl). Its credentials are never shown: messages name the proxy without them.
-    public var proxy: String?
-    /// Hosts reached directly, never through a proxy: a comma-separated list of host names,
-    /// domains (matching their subdomains too) and IP addresses, or `*` for all, as curl's
-    /// `--noproxy` and the `no_proxy` variable take. `nil` leaves it to libcurl (`no_proxy`).
-    public var noProxy: String?
-    /// The proxy schemes libcurl connects through: an HTTP proxy over plain TCP or TLS, or SOCKS
-    /// (`socks5h` resolves host names at the proxy).
-    public static let proxySchemes: Set<String> = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
+    /// Which proxy, and which hosts are reached without one.
+    public var proxy = Proxy()
     /// Where to look up a user name and password for the URL's host when none are given
     /// (`--netrc`, `--netrc-file`). They are sent only to the origin of the URL given, as
     /// ``credentials`` are. Default: no netrc.
@@ -135,7 +100,7 @@ public struct DownloadOptions: Sendable {
     /// It is the caller's to send: S3 refuses a presigned request with an `x-amz-` header it
     /// did not sign.
     var asksForObjectChecksum: Bool {
-        headers.contains { $0.lowercased().hasPrefix("x-amz-checksum-mode:") }
+        headers.contains { $0.name.lowercased() == "x-amz-checksum-mode" }
     }
 
     // MARK: Diagnostics
@@ -161,38 +126,37 @@ public struct DownloadOptions: Sendable {
         }
         guard minimumSegmentSize >= 1 else { throw bad("minimum segment size must be at least 1 byte") }
         guard minimumSplitSize >= 1 else { throw bad("minimum split size must be at least 1 byte") }
-        guard retries >= 0 else { throw bad("retries must not be negative") }
-        guard connectTimeout > .zero, stallTimeout > .zero, probeTimeout > .zero else { throw bad("timeouts must be positive") }
-        guard retryBaseDelay >= .zero, retryMaximumDelay >= retryBaseDelay else { throw bad("retry delays are inconsistent") }
+        guard retry.maximumRetries >= 0 else { throw bad("retries must not be negative") }
+        guard timeouts.connect > .zero, timeouts.stall > .zero, timeouts.probe > .zero else { throw bad("timeouts must be positive") }
+        guard retry.baseDelay >= .zero, retry.maximumDelay >= retry.baseDelay else { throw bad("retry delays are inconsistent") }
         guard (0...50).contains(maximumRedirects) else { throw bad("maximum redirects must be between 0 and 50") }
         guard progressInterval > .zero else { throw bad("progress interval must be positive") }
-        guard checkpointInterval >= .zero, quickCheckpointInterval >= .zero else { throw bad("checkpoint intervals must not be negative") }
-        for header in headers {
-            guard let colon = header.firstIndex(of: ":"), colon != header.startIndex else {
-                throw bad("header \"\(header)\" is not of the form 'Name: value'")
-            }
-            if header.contains("\r") || header.contains("\n") { throw bad("header contains a line break") }
+        guard durability.checkpointInterval >= .zero, durability.quickCheckpointInterval >= .zero else {
+            throw bad("checkpoint intervals must not be negative")
         }
+        for header in headers { try header.validate() }
         if userAgent.contains("\r") || userAgent.contains("\n") { throw bad("user agent contains a line break") }
         if let maximumSize, maximumSize < 0 { throw bad("maximum size must not be negative") }
-        if let proxy {
+        if let url = proxy.url {
             // libcurl takes a proxy without a scheme as http://.
-            let scheme = proxy.contains("://") ? CurlURL.scheme(of: proxy) : "http"
-            guard let scheme, Self.proxySchemes.contains(scheme) else {
-                throw bad("proxy \(redactedURL(proxy)): the scheme must be one of \(Self.proxySchemes.sorted().joined(separator: ", "))")
+            let scheme = url.contains("://") ? CurlURL.scheme(of: url) : "http"
+            guard let scheme, Proxy.schemes.contains(scheme) else {
+                throw bad("proxy \(redactedURL(url)): the scheme must be one of \(Proxy.schemes.sorted().joined(separator: ", "))")
             }
         }
-        if noProxy?.contains(where: { $0 == "\r" || $0 == "\n" }) == true { throw bad("the list of hosts reached without the proxy contains a line break") }
+        if proxy.noProxy?.contains(where: { $0 == "\r" || $0 == "\n" }) == true {
+            throw bad("the list of hosts reached without the proxy contains a line break")
+        }
         if case .file(let path)? = netrc, !FileSystem.exists(path.string) { throw bad("netrc file \(path) does not exist") }
         if let maximumTime, maximumTime <= .zero { throw bad("the time limit must be positive") }
-        for mirror in mirrors {
+        for mirror in mirrors.urls {
             guard let scheme = CurlURL(mirror)?.scheme, scheme == "http" || scheme == "https" else {
                 throw bad("mirror \(redactedURL(mirror)): not an http or https URL")
             }
         }
-        guard maximumMirrors >= 0 else { throw bad("the mirror limit must not be negative") }
+        guard mirrors.maximum >= 0 else { throw bad("the mirror limit must not be negative") }
         guard window >= 1 << 20 else { throw bad("the window must be at least 1 MiB, got \(window) bytes") }
-        _ = try DigestPlan(given: expectedDigests, server: [], reported: reportedDigests)  // digests given that disagree
+        _ = try DigestPlan(given: integrity.expectedDigests, server: [], reported: integrity.reportedDigests)  // digests given that disagree
     }
 }
 

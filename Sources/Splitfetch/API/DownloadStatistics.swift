@@ -1,4 +1,8 @@
+public import SystemPackage
+
 /// Final, machine-readable figures of a completed download (`--stats-json`).
+///
+/// Its JSON form writes ``duration`` as `seconds` (a number) and ``path`` as a string.
 public struct DownloadStatistics: Sendable, Equatable, Codable {
     public enum Mode: String, Sendable, Codable {
         /// Several ranges over several connections.
@@ -51,14 +55,13 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
     /// The URL after redirects (credentials removed).
     public var finalURL: String
     /// The final path of the file.
-    public var path: String
+    public var path: FilePath
     public var mode: Mode
     /// File size in bytes.
     public var size: Int64
-    /// Wall time from start (before the probe) to the file under its final name, in seconds (a
-    /// number, for the JSON form); ``duration`` is the same as a `Duration`.
-    public var seconds: Double
-    /// Bytes fetched by this run (`size - resumedBytes`) divided by `seconds`.
+    /// Wall time from start (before the probe) to the file under its final name.
+    public var duration: Duration
+    /// Bytes fetched by this run (`size - resumedBytes`) divided by ``duration``.
     public var averageBytesPerSecond: Double
     /// Connections used.
     public var connectionCount: Int
@@ -74,17 +77,17 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
     /// Bytes already on disk from an earlier run when this one started.
     public var resumedBytes: Int64
     /// The finished file's digests: those checked and those asked for
-    /// (``DownloadOptions/reportedDigests``). Empty when nothing was hashed.
+    /// (``DownloadOptions/Integrity-swift.struct/reportedDigests``). Empty when nothing was hashed.
     public var digests: [Digest] = []
     /// The expected digests the file matched, with where each came from.
     public var verified: [ExpectedDigest] = []
     /// Each source's figures when the download had mirrors (empty otherwise).
     public var sources: [Source] = []
 
-    /// Wall time from start to the file under its final name.
-    public var duration: Duration { .seconds(seconds) }
+    /// ``duration`` in seconds, as the JSON form writes it.
+    public var seconds: Double { duration.seconds }
 
-    public init(url: String, finalURL: String, path: String, mode: Mode, size: Int64, seconds: Double,
+    public init(url: String, finalURL: String, path: FilePath, mode: Mode, size: Int64, duration: Duration,
                 averageBytesPerSecond: Double, connectionCount: Int, connections: [Connection], requests: Int,
                 retries: Int, splits: Int, bytesReceived: Int64, resumedBytes: Int64) {
         self.url = url
@@ -92,7 +95,7 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
         self.path = path
         self.mode = mode
         self.size = size
-        self.seconds = seconds
+        self.duration = duration
         self.averageBytesPerSecond = averageBytesPerSecond
         self.connectionCount = connectionCount
         self.connections = connections
@@ -101,5 +104,49 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
         self.splits = splits
         self.bytesReceived = bytesReceived
         self.resumedBytes = resumedBytes
+    }
+}
+
+extension DownloadStatistics {
+    enum CodingKeys: String, CodingKey {
+        case url, finalURL, path, mode, size, seconds, averageBytesPerSecond, connectionCount, connections, requests, retries,
+             splits, bytesReceived, resumedBytes, digests, verified, sources
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(url, forKey: .url)
+        try c.encode(finalURL, forKey: .finalURL)
+        try c.encode(path.string, forKey: .path)
+        try c.encode(mode, forKey: .mode)
+        try c.encode(size, forKey: .size)
+        try c.encode(seconds, forKey: .seconds)
+        try c.encode(averageBytesPerSecond, forKey: .averageBytesPerSecond)
+        try c.encode(connectionCount, forKey: .connectionCount)
+        try c.encode(connections, forKey: .connections)
+        try c.encode(requests, forKey: .requests)
+        try c.encode(retries, forKey: .retries)
+        try c.encode(splits, forKey: .splits)
+        try c.encode(bytesReceived, forKey: .bytesReceived)
+        try c.encode(resumedBytes, forKey: .resumedBytes)
+        try c.encode(digests, forKey: .digests)
+        try c.encode(verified, forKey: .verified)
+        try c.encode(sources, forKey: .sources)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(url: try c.decode(String.self, forKey: .url), finalURL: try c.decode(String.self, forKey: .finalURL),
+                  path: FilePath(try c.decode(String.self, forKey: .path)), mode: try c.decode(Mode.self, forKey: .mode),
+                  size: try c.decode(Int64.self, forKey: .size), duration: .seconds(try c.decode(Double.self, forKey: .seconds)),
+                  averageBytesPerSecond: try c.decode(Double.self, forKey: .averageBytesPerSecond),
+                  connectionCount: try c.decode(Int.self, forKey: .connectionCount),
+                  connections: try c.decode([Connection].self, forKey: .connections), requests: try c.decode(Int.self, forKey: .requests),
+                  retries: try c.decode(Int.self, forKey: .retries), splits: try c.decode(Int.self, forKey: .splits),
+                  bytesReceived: try c.decode(Int64.self, forKey: .bytesReceived),
+                  resumedBytes: try c.decode(Int64.self, forKey: .resumedBytes))
+        digests = try c.decodeIfPresent([Digest].self, forKey: .digests) ?? []
+        verified = try c.decodeIfPresent([ExpectedDigest].self, forKey: .verified) ?? []
+        sources = try c.decodeIfPresent([Source].self, forKey: .sources) ?? []
     }
 }

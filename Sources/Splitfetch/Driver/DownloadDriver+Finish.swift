@@ -41,7 +41,7 @@ extension DownloadDriver {
     /// Without the data's sync (`syncBeforeRename` off) the directory is not synced either: a
     /// name made to last over data that may not would promise what nothing keeps.
     private func putInPlace(_ file: OutputFile, segmented: Bool, unknownSize: Bool, length: Int64) async throws {
-        let (partial, durable) = (self.partial, options.syncBeforeRename)
+        let (partial, durable) = (self.partial, options.durability.syncBeforeRename)
         let done: Result<Void, DownloadError> = await withCheckedContinuation { continuation in
             io.submit {
                 do throws(DownloadError) {

@@ -25,7 +25,7 @@ extension DownloadDriver {
             let mirror = start.source != 0
             return SegmentSink(target, requested: range, total: shared.withLock { $0.table?.size ?? 0 }, url: url,
                                etag: mirror ? nil : resource.etag, lastModified: mirror ? nil : resource.lastModified,
-                               sentIfRange: sentIfRange, startsWriteback: options.syncBeforeRename)
+                               sentIfRange: sentIfRange, startsWriteback: options.durability.syncBeforeRename)
         }
         counter.bytes.store(0, ordering: .relaxed)
         return StreamSink(target, expectedSize: resource.size, url: url, maximumSize: options.maximumSize)

@@ -110,8 +110,8 @@ final class DownloadDriver {
             open?.discard()
         }
         let queue = self.queue
-        digestPlan = try DigestPlan(given: options.expectedDigests, server: options.useServerDigests ? resource.digests : [],
-                                    reported: options.reportedDigests)
+        digestPlan = try DigestPlan(given: options.integrity.expectedDigests, server: options.integrity.useServerDigests ? resource.digests : [],
+                                    reported: options.integrity.reportedDigests)
         for warning in digestPlan.warnings { setup.emit(.warning(warning)) }
         let answer = DownloadMachine.ProbeAnswer(size: resource.size, acceptsRanges: resource.acceptsRanges, openBody: open?.body,
                                                  redirected: resource.finalURL != setup.policy.url, inOrder: digestPlan.hashes)
@@ -195,7 +195,7 @@ final class DownloadDriver {
             open?.discard()
         case .abort(let id, let reason):
             if reason == .stalled {
-                failures.transfers[id] = DownloadError(.network, "\(redactedURL(resource.finalURL)): no data for \(formatSeconds(options.stallTimeout.seconds)) s",
+                failures.transfers[id] = DownloadError(.network, "\(redactedURL(resource.finalURL)): no data for \(formatSeconds(options.timeouts.stall.seconds)) s",
                                            kind: .network(.stalled))
             }
             transfers[id]?.cancel()

@@ -1,5 +1,6 @@
 import Logging
 import DownloadCore
+import SystemPackage
 
 /// Runs one download: the local checks, the probe, then a ``DownloadDriver`` around a
 /// ``DownloadMachine``. Created and used by ``Download/run()``.
@@ -39,7 +40,7 @@ struct DownloadSetup: Sendable {
     /// the time limit (``DownloadOptions/maximumTime``, counted from `start`). GET-first, the
     /// first segment's request asks (open-ended with one connection) and its body comes back open.
     private func probe(getFirst: Bool, since start: ContinuousClock.Instant) async throws -> (RemoteResource, OpenProbe?) {
-        var phase = ProbePhase(request: getFirst ? .getFirst : .head, retry: retryPolicy, probeTimeout: options.probeTimeout.seconds,
+        var phase = ProbePhase(request: getFirst ? .getFirst : .head, retry: retryPolicy, probeTimeout: options.timeouts.probe.seconds,
                                deadline: options.maximumTime?.seconds, seed: UInt64.random(in: .min ... .max))
         let first = ByteRange(0, options.connections == 1 ? Int64.max : options.minimumSegmentSize)
         func now() -> Double { (ContinuousClock.now - start).seconds }
@@ -79,7 +80,7 @@ struct DownloadSetup: Sendable {
     }
 
     var retryPolicy: RetryPolicy {
-        RetryPolicy(retries: options.retries, baseDelay: options.retryBaseDelay.seconds, maximumDelay: options.retryMaximumDelay.seconds)
+        RetryPolicy(retries: options.retry.maximumRetries, baseDelay: options.retry.baseDelay.seconds, maximumDelay: options.retry.maximumDelay.seconds)
     }
 
     /// The destination with its name replaced by the server's `Content-Disposition` file name,
@@ -171,10 +172,10 @@ struct DownloadSetup: Sendable {
     }
 
     /// The mirrors of this download: those given, then those the server announced, each once,
-    /// never the URL probed itself, at most ``DownloadOptions/maximumMirrors``.
+    /// never the URL probed itself, at most ``DownloadOptions/Mirrors-swift.struct/maximum``.
     func mirrors(of resource: RemoteResource) -> [String] {
         var seen: Set<String> = [url, resource.finalURL]
-        return (options.mirrors + resource.mirrors).filter { seen.insert($0).inserted }.prefix(options.maximumMirrors).map { $0 }
+        return (options.mirrors.urls + resource.mirrors).filter { seen.insert($0).inserted }.prefix(options.mirrors.maximum).map { $0 }
     }
 
     /// The core's tunables, from the options; the jitter's seed differs between runs.
@@ -184,9 +185,9 @@ struct DownloadSetup: Sendable {
         configuration.minimumSegmentSize = options.minimumSegmentSize
         configuration.split = SegmentTable.SplitPolicy(minimumPiece: options.minimumSplitSize)
         configuration.retry = retryPolicy
-        configuration.stallTimeout = options.stallTimeout.seconds
-        configuration.quickCheckpointInterval = options.quickCheckpointInterval.seconds
-        configuration.durableCheckpointInterval = options.checkpointInterval.seconds
+        configuration.stallTimeout = options.timeouts.stall.seconds
+        configuration.quickCheckpointInterval = options.durability.quickCheckpointInterval.seconds
+        configuration.durableCheckpointInterval = options.durability.checkpointInterval.seconds
         configuration.seed = UInt64.random(in: .min ... .max)
         configuration.deadline = options.maximumTime?.seconds
         return configuration
@@ -196,11 +197,12 @@ struct DownloadSetup: Sendable {
     func statistics(resource: RemoteResource, mode: DownloadStatistics.Mode, size: Int64, counters: [ConnectionCounters],
                     splits: Int, resumed: Int64, since start: ContinuousClock.Instant, digests: [Digest] = [],
                     verified: [ExpectedDigest] = [], sources: [DownloadStatistics.Source] = []) -> DownloadStatistics {
-        let seconds = (ContinuousClock.now - start).seconds
+        let duration = ContinuousClock.now - start
+        let seconds = duration.seconds
         let connectionStats = counters.map(\.statistics)
         var statistics = DownloadStatistics(
-            url: redactedURL(url), finalURL: redactedURL(resource.finalURL), path: destination, mode: mode,
-            size: size, seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(size - resumed) / seconds : 0,
+            url: redactedURL(url), finalURL: redactedURL(resource.finalURL), path: FilePath(destination), mode: mode,
+            size: size, duration: duration, averageBytesPerSecond: seconds > 0 ? Double(size - resumed) / seconds : 0,
             connectionCount: counters.count, connections: connectionStats,
             requests: connectionStats.reduce(0) { $0 + $1.requests },
             retries: connectionStats.reduce(0) { $0 + $1.retries },

@@ -42,10 +42,7 @@ package struct RequestPolicy: Sendable {
                 request.headers = Self.adding(cookies: cookies, to: request.headers)
             }
         } else {
-            request.headers = options.headers.filter { line in
-                let name = line.prefix { $0 != ":" }.trimmingCharacters().lowercased()
-                return !Self.sensitiveHeaders.contains(name)
-            }
+            request.headers = options.headers.filter { !Self.sensitiveHeaders.contains($0.name.lowercased()) }.map(\.description)
         }
         return request
     }

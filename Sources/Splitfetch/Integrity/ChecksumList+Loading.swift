@@ -47,11 +47,11 @@ extension ChecksumList {
         }
         var listOptions = options
         listOptions.connections = 1
-        listOptions.expectedDigests = []
-        listOptions.reportedDigests = []
-        listOptions.syncBeforeRename = false
-        listOptions.checkpointInterval = .zero
-        listOptions.quickCheckpointInterval = .zero
+        listOptions.integrity.expectedDigests = []
+        listOptions.integrity.reportedDigests = []
+        listOptions.durability.syncBeforeRename = false
+        listOptions.durability.checkpointInterval = .zero
+        listOptions.durability.quickCheckpointInterval = .zero
         listOptions.maximumSize = Int64(maximumSize)
         listOptions.allowOverwrite = false
         listOptions.restart = false

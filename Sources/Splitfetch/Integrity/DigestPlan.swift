@@ -2,7 +2,7 @@
 /// gave, what the server said and what the caller wants reported.
 ///
 /// Precedence:
-/// 1. The caller's digests (``DownloadOptions/expectedDigests``: `--checksum`, checksum files)
+/// 1. The caller's digests (``DownloadOptions/Integrity-swift.struct/expectedDigests``: `--checksum`, checksum files)
 ///    are all checked. A server digest of the same algorithm that disagrees is named in a
 ///    warning, and the caller's wins: the publisher's list is what the user trusts, a mirror's
 ///    header is what might be stale.
@@ -10,7 +10,7 @@
 ///    `x-amz-checksum-*`, `x-goog-hash`, then `Digest`; within a source, the strongest
 ///    algorithm.
 ///
-/// Every algorithm of ``DownloadOptions/reportedDigests`` is computed as well, checked or not.
+/// Every algorithm of ``DownloadOptions/Integrity-swift.struct/reportedDigests`` is computed as well, checked or not.
 package struct DigestPlan: Sendable, Equatable {
     /// What the file must match; empty when nothing is checked.
     package var checks: [ExpectedDigest] = []

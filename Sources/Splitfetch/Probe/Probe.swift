@@ -19,7 +19,7 @@ struct Probe {
     init(connector: Connector, policy: RequestPolicy, timeout: Duration? = nil) {
         self.connector = connector
         self.policy = policy
-        self.timeout = timeout ?? policy.options.probeTimeout
+        self.timeout = timeout ?? policy.options.timeouts.probe
     }
 
     /// Stops a probing `GET` after the first piece of body: the probe needs headers only.
@@ -36,7 +36,7 @@ struct Probe {
         while true {
             var request = policy.request(current, method: method, range: range)
             request.totalTimeout = timeout.seconds
-            if options.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
+            if options.integrity.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
             options.logger.debug("probe request", metadata: ["method": "\(method)", "url": "\(redactedURL(current))",
                                                              "range": "\(range.map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? "none")"])
             let result = await connector.perform(request, sink: sink)
@@ -151,7 +151,7 @@ struct Probe {
         var askedAgain = false
         while true {
             var request = policy.request(current, method: .get, range: range)
-            if options.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
+            if options.integrity.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
             options.logger.debug("probe request", metadata: ["method": "get", "url": "\(redactedURL(current))",
                                                              "range": "\(range.map(Self.rangeText) ?? "none")"])
             // A 206 brings at most the range; a 200 brings the whole file while the partial file is
@@ -282,8 +282,8 @@ struct Probe {
                                    etag: head.first("etag"), lastModified: head.first("last-modified"),
                                    contentType: head.first("content-type"), contentDisposition: head.first("content-disposition"),
                                    probeMethod: method, date: head.first("date"),
-                                   digests: options.useServerDigests ? DigestFields.digests(in: head, wholeBody: Self.isWholeBody(head)) : [])
-        if options.useMirrorLinks { found.mirrors = MirrorLinks.duplicates(in: head.all("link"), base: finalURL) }
+                                   digests: options.integrity.useServerDigests ? DigestFields.digests(in: head, wholeBody: Self.isWholeBody(head)) : [])
+        if options.mirrors.useLinks { found.mirrors = MirrorLinks.duplicates(in: head.all("link"), base: finalURL) }
         return found
     }
 

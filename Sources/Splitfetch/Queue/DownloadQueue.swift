@@ -156,7 +156,7 @@ public final class DownloadQueue: Sendable {
         var ids: [ID] = []
         for partial in try await PartialDownload.list(in: directory) {
             var each = options
-            each.mirrors = partial.mirrors
+            each.mirrors.urls = partial.mirrors
             ids.append(try add(partial.url, to: partial.destination, options: each, id: partial.destination.string, paused: paused))
         }
         return ids

@@ -205,7 +205,7 @@ struct PartialFile: Sendable {
     /// A file that never got a name (it had no manifest) gets the final name directly.
     func putInPlace(_ file: OutputFile, removingManifest: Bool) throws(DownloadError) {
         defer { file.close() }  // on every path; renaming an open file is fine
-        if options.syncBeforeRename { try file.sync() }
+        if options.durability.syncBeforeRename { try file.sync() }
         if !file.isNamed && !options.allowOverwrite {
             try file.name(as: destination)  // never replaces a file
             return

@@ -29,12 +29,12 @@ package struct TransferRequest: Sendable {
         self.url = url
         self.method = method
         self.range = range
-        self.headers = options.headers
+        self.headers = options.headers.map(\.description)
         self.userAgent = options.userAgent
-        self.connectTimeout = options.connectTimeout.seconds
+        self.connectTimeout = options.timeouts.connect.seconds
         self.insecure = options.insecure
         self.caCertificatePath = options.caCertificatePath?.string
-        self.proxy = options.proxy
-        self.noProxy = options.noProxy
+        self.proxy = options.proxy.url
+        self.noProxy = options.proxy.noProxy
     }
 }

@@ -15,7 +15,7 @@ final class SegmentSink: TransferSink, Sendable {
     let etag: String?
     let lastModified: String?
     let sentIfRange: Bool
-    /// Whether a sync will follow (``DownloadOptions/syncBeforeRename``): then a finished
+    /// Whether a sync will follow (``DownloadOptions/Durability-swift.struct/syncBeforeRename``): then a finished
     /// segment's pages start for the disk at once, unless it completes the file. Without one,
     /// the kernel writes them back in its own time, not on this process's clock.
     let startsWriteback: Bool
