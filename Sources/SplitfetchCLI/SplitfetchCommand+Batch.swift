@@ -180,12 +180,7 @@ extension SplitfetchCommand {
         }
         // A signal cancels this task: the queue stops every download (each keeps its data and
         // says it was interrupted), and those not begun are not begun.
-        await withTaskCancellationHandler {
-            await queue.waitUntilIdle()
-        } onCancel: {
-            Task { await queue.shutdown() }
-        }
-        await queue.shutdown()
+        await queue.finish()
         await reader.value
         return results.withLock { $0.compactMap { $0 } }
     }

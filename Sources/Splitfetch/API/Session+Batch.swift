@@ -65,12 +65,7 @@ extension Session {
                     continuation.yield(BatchResult(index: index, url: file.url, destination: file.destination, result: .failure(error)))
                 }
             }
-            await withTaskCancellationHandler {
-                await queue.waitUntilIdle()
-            } onCancel: {
-                Task { await queue.shutdown() }
-            }
-            await queue.shutdown()
+            await queue.finish()
             await reader.value
             continuation.finish()
         }

@@ -288,6 +288,19 @@ public final class DownloadQueue: Sendable {
         }
     }
 
+    /// Waits until nothing runs or waits (``waitUntilIdle()``), then shuts the queue down: what
+    /// a batch does once every file is added. Cancelling the calling task shuts it down at once:
+    /// the downloads under way stop and keep their data (each reports it was interrupted), and
+    /// those not begun are not begun.
+    public func finish() async {
+        await withTaskCancellationHandler {
+            await waitUntilIdle()
+        } onCancel: {
+            Task { await self.shutdown() }
+        }
+        await shutdown()
+    }
+
     /// Stops every running download (each keeps its data, so a new queue resumes it), ends
     /// every subscriber's stream, and, if the queue made its session, shuts that down. The
     /// states stay as they were; nothing can be added afterwards.
