@@ -50,6 +50,40 @@ struct HostLimitTests {
         }
     }
 
+    /// A cap raised while a download runs: the requests waiting for a slot go at once, and the
+    /// file is whole.
+    @Test func aRaisedCapLetsTheWaitingRequestsGo() async throws {
+        try await withServer(.init(rateLimit: 1 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 4 << 20
+                let session = Session(maximumConnectionsPerHost: 1)
+                var options = testOptions(connections: 4)
+                options.timeouts.stall = .seconds(60)  // requests waiting for a slot are not stalled
+                let download = Download(server.url(size: size), to: FilePath(dir + "/f.bin"), options: options, session: session)
+                let events = download.subscribe()
+                let work = Task { try await download.run() }
+                for await event in events where (event.progress?.bytesWritten ?? 0) > 0 { break }
+                #expect(session.limiter!.counts.peakInUse == 1)
+                #expect(session.setMaximumConnectionsPerHost(4))
+                #expect(session.maximumConnectionsPerHost == 4)
+                let statistics = try await work.value
+                let (_, peakInUse) = session.limiter!.counts
+                await session.shutdown()
+                #expect(peakInUse > 1, "peak in use \(peakInUse) after the cap was raised to 4")
+                #expect(statistics.size == size)
+                #expect(try sha256HexOfFile(atPath: dir + "/f.bin") == SyntheticContent(size: size).sha256Hex())
+            }
+        }
+    }
+
+    /// A session made without a cap keeps none.
+    @Test func aSessionWithoutACapHasNoneToChange() async {
+        let session = Session()
+        #expect(!session.setMaximumConnectionsPerHost(4))
+        #expect(session.maximumConnectionsPerHost == nil)
+        await session.shutdown()
+    }
+
     /// Without the cap the same batch opens more: the count above is the cap's doing.
     @Test func withoutTheCapTheSameBatchOpensMore() async throws {
         try await withServer { server in
