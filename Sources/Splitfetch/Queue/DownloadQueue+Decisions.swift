@@ -1,0 +1,130 @@
+import DownloadCore
+import NIOConcurrencyHelpers
+
+/// Carrying the schedule's decisions out: each operation applies a decision of
+/// `QueueSchedule` under the queue's lock and performs its actions (state changes published,
+/// downloads started and stopped, the per-host count of waiting work kept); each download's
+/// events and ends come back here.
+extension DownloadQueue {
+    /// Applies `decide` to the schedule and carries its actions out; returns whether it did
+    /// anything.
+    @discardableResult
+    func act(_ decide: (inout QueueSchedule) -> [QueueSchedule.Action]) -> Bool {
+        change { state in state.closed ? [] : decide(&state.schedule) }
+    }
+
+    @discardableResult
+    func change<E: Error>(_ decide: (inout State) throws(E) -> [QueueSchedule.Action]) throws(E) -> Bool {
+        // The lock's closure rethrows untyped errors: the typed one travels in a Result.
+        let outcome = state.withLockedValue { state -> Result<(Bool, Effects), E> in
+            do throws(E) {
+                let actions = try decide(&state)
+                return .success((!actions.isEmpty, apply(actions, &state)))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let (acted, effects) = try outcome.get()
+        effects.run()
+        return acted
+    }
+
+    /// Under the lock: reports each change, starts and stops downloads, keeps the per-host
+    /// count of waiting work, and wakes the idle waiters.
+    private func apply(_ actions: [QueueSchedule.Action], _ state: inout State) -> Effects {
+        var effects = Effects()
+        for action in actions {
+            switch action {
+            case .changed(let id, let new):
+                let downloadState = DownloadState(new)
+                publish(QueueEvent(id: id, state: downloadState), &state)
+                if downloadState.isFinal {
+                    // Its own subscribers' streams end.
+                    let (ended, kept) = (state.subscribers.filter { $0.id == id }, state.subscribers.filter { $0.id != id })
+                    effects.ended += ended.map(\.subscriber)
+                    state.subscribers = kept
+                }
+            case .start(let id):
+                start(id, &state)
+            case .stop(let id):
+                if let task = state.records[id]?.task { effects.stops.append(task) }
+            }
+        }
+        // Under a per-host cap, waiting downloads count as work for their host: running ones
+        // split no healthy range while it waits.
+        if let limiter = session.limiter {
+            for entry in state.schedule.entries {
+                let waits = entry.state == .waiting && !entry.running
+                guard var record = state.records[entry.id], record.expected != waits else { continue }
+                record.expected = waits
+                limiter.expect(host: record.host, waits ? 1 : -1)
+                state.records[entry.id] = record
+            }
+        }
+        if state.schedule.isIdle {
+            effects.wakes += state.idleWaiters
+            state.idleWaiters = []
+        }
+        return effects
+    }
+
+    private func publish(_ event: QueueEvent, _ state: inout State) {
+        for (id, subscriber) in state.subscribers where id == nil || id == event.id { subscriber.deliver(event) }
+    }
+
+    /// Under the lock: starts a run of `id`.
+    private func start(_ id: ID, _ state: inout State) {
+        guard var record = state.records[id] else { return }
+        record.run += 1
+        record.progress = nil
+        record.error = nil
+        let run = record.run
+        var options = record.options
+        options.rateLimit = record.limit
+        let download = Download(record.url, destination: record.destination, consumer: nil, options: options, session: session,
+                                tap: { [weak self] event in self?.downloadEvent(event, of: id, run: run) })
+        observe?(id, download)
+        record.task = Task { [weak self] in await self?.perform(download, id: id, run: run) }
+        state.records[id] = record
+    }
+
+    /// Runs one download to its end, and reports when its network part is over and how it ended.
+    private func perform(_ download: Download, id: ID, run: Int) async {
+        let watcher = Task { [weak self] in
+            await download.transferred()
+            self?.report(id, run: run) { $0.transferred(id) }
+        }
+        let outcome: QueueSchedule.Outcome
+        do throws(DownloadError) {
+            _ = try await download.run()
+            outcome = .completed
+        } catch {
+            outcome = error.code == .interrupted ? .stopped : .failed
+        }
+        await watcher.value
+        report(id, run: run) { $0.ended(id, outcome) }
+    }
+
+    private func report(_ id: ID, run: Int, _ decide: (inout QueueSchedule) -> [QueueSchedule.Action]) {
+        change { state in
+            guard !state.closed, state.records[id]?.run == run else { return [] }
+            return decide(&state.schedule)
+        }
+    }
+
+    /// A download's event, from the thread that emits it: kept for snapshots and handed to the
+    /// subscribers (also while ``shutdown()`` stops it: its last event says it was interrupted).
+    private func downloadEvent(_ event: DownloadEvent, of id: ID, run: Int) {
+        state.withLockedValue { state in
+            guard var record = state.records[id], record.run == run else { return }
+            switch event.kind {
+            case .progress: record.progress = event.progress
+            case .finished: record.statistics = event.statistics
+            case .failed: record.error = event.error
+            default: break
+            }
+            state.records[id] = record
+            publish(QueueEvent(id: id, event: event), &state)
+        }
+    }
+}
