@@ -114,14 +114,4 @@ public final class RateLimit: Sendable {
         }
         return nil
     }
-
-    /// Whether a piece taken now could ever wait: some budget in the chain has a cap.
-    var caps: Bool {
-        var level: RateLimit? = self
-        while let limit = level {
-            if limit.bytesPerSecond != nil { return true }
-            level = limit.parent
-        }
-        return false
-    }
 }
