@@ -67,10 +67,20 @@ public struct QueueSchedule: Sendable, Equatable {
         public internal(set) var running = false
         /// Told to stop, and not yet ended.
         public internal(set) var stopping = false
+        /// Orders entries by position: lower is earlier.
+        var rank: Int
     }
 
-    /// The downloads in position order (ended ones too, until forgotten).
-    public private(set) var entries: [Entry] = []
+    /// Each download by its ID, and the IDs in position order (ended ones too, until forgotten).
+    /// Kept apart so that the common operations (add at the end, a state change, a freed slot
+    /// with nothing waiting) cost no walk through the queue: a daemon holds tens of thousands.
+    private var byID: [ID: Entry] = [:]
+    private var order: [ID] = []
+    /// Slots held now.
+    public private(set) var slotsHeld = 0
+    /// Downloads waiting, and those started and not yet ended.
+    private var waitingCount = 0
+    private var runningCount = 0
     /// Downloads holding a slot at most.
     public private(set) var maximumActive: Int
 
@@ -78,16 +88,16 @@ public struct QueueSchedule: Sendable, Equatable {
         self.maximumActive = max(1, maximumActive)
     }
 
-    public func entry(_ id: ID) -> Entry? { entries.first { $0.id == id } }
+    /// The downloads in position order.
+    public var entries: [Entry] { order.map { byID[$0]! } }
+
+    public func entry(_ id: ID) -> Entry? { byID[id] }
 
     /// Where `id` is in the queue, from 0.
-    public func position(of id: ID) -> Int? { entries.firstIndex { $0.id == id } }
-
-    /// Slots held now.
-    public var slotsHeld: Int { entries.count { $0.holdsSlot } }
+    public func position(of id: ID) -> Int? { byID[id] == nil ? nil : order.firstIndex(of: id) }
 
     /// Whether nothing runs and nothing waits: every download is paused or final.
-    public var isIdle: Bool { entries.allSatisfy { !$0.running && $0.state != .waiting } }
+    public var isIdle: Bool { runningCount == 0 && waitingCount == 0 }
 
     // MARK: - Operations
 
@@ -95,65 +105,75 @@ public struct QueueSchedule: Sendable, Equatable {
     ///
     /// - Precondition: `id` is not in the queue.
     public mutating func add(_ id: ID, priority: Int = 0, at position: Int? = nil, paused: Bool = false) -> [Action] {
-        precondition(index(id) == nil, "\(id) is already in the queue")
-        let entry = Entry(id: id, state: paused ? .paused : .waiting, priority: priority)
-        entries.insert(entry, at: min(max(0, position ?? entries.count), entries.count))
-        return [.changed(id, entry.state)] + fill()
+        precondition(byID[id] == nil, "\(id) is already in the queue")
+        let state: State = paused ? .paused : .waiting
+        if let position, position < order.count {
+            order.insert(id, at: max(0, position))
+            byID[id] = Entry(id: id, state: state, priority: priority, rank: 0)
+            renumber()
+        } else {
+            byID[id] = Entry(id: id, state: state, priority: priority, rank: (order.last.flatMap { byID[$0]?.rank } ?? -1) + 1)
+            order.append(id)
+        }
+        if state == .waiting { waitingCount += 1 }
+        return [.changed(id, state)] + fill()
     }
 
     /// Takes `id` out of the queue: stopped first when it runs. A final download is marked
     /// removed.
     public mutating func remove(_ id: ID) -> [Action] {
-        guard let i = index(id), entries[i].state != .removed else { return [] }
-        return set(i, .removed) + stopIfRunning(i) + fill()
+        guard let entry = byID[id], entry.state != .removed else { return [] }
+        return set(id, .removed) + stopIfRunning(id) + fill()
     }
 
     /// Forgets a final download altogether. Returns whether it did.
     @discardableResult
     public mutating func forget(_ id: ID) -> Bool {
-        guard let i = index(id), entries[i].state.isFinal, !entries[i].running else { return false }
-        entries.remove(at: i)
+        guard let entry = byID[id], entry.state.isFinal, !entry.running else { return false }
+        byID[id] = nil
+        order.removeAll { $0 == id }
         return true
     }
 
     /// Pauses a waiting or active download (an active one stops, keeping its data).
     public mutating func pause(_ id: ID) -> [Action] {
-        guard let i = index(id), entries[i].state == .waiting || entries[i].state == .active else { return [] }
-        return set(i, .paused) + stopIfRunning(i) + fill()
+        guard let entry = byID[id], entry.state == .waiting || entry.state == .active else { return [] }
+        return set(id, .paused) + stopIfRunning(id) + fill()
     }
 
     /// Lets a paused or failed download wait for a slot again.
     public mutating func resume(_ id: ID) -> [Action] {
-        guard let i = index(id), entries[i].state == .paused || entries[i].state == .failed else { return [] }
-        return set(i, .waiting) + fill()
+        guard let entry = byID[id], entry.state == .paused || entry.state == .failed else { return [] }
+        return set(id, .waiting) + fill()
     }
 
     public mutating func pauseAll() -> [Action] {
         var actions: [Action] = []
-        for i in entries.indices where entries[i].state == .waiting || entries[i].state == .active {
-            actions += set(i, .paused) + stopIfRunning(i)
+        for id in order where byID[id]!.state == .waiting || byID[id]!.state == .active {
+            actions += set(id, .paused) + stopIfRunning(id)
         }
         return actions + fill()
     }
 
     public mutating func resumeAll() -> [Action] {
         var actions: [Action] = []
-        for i in entries.indices where entries[i].state == .paused { actions += set(i, .waiting) }
+        for id in order where byID[id]!.state == .paused { actions += set(id, .waiting) }
         return actions + fill()
     }
 
     /// Moves `id` to `position` (clamped). It changes which waiting download starts next, not
     /// the ones under way.
     public mutating func move(_ id: ID, to position: Int) -> [Action] {
-        guard let i = index(id) else { return [] }
-        let entry = entries.remove(at: i)
-        entries.insert(entry, at: min(max(0, position), entries.count))
+        guard byID[id] != nil, let from = order.firstIndex(of: id) else { return [] }
+        order.remove(at: from)
+        order.insert(id, at: min(max(0, position), order.count))
+        renumber()
         return fill()
     }
 
     public mutating func setPriority(_ id: ID, _ priority: Int) -> [Action] {
-        guard let i = index(id) else { return [] }
-        entries[i].priority = priority
+        guard byID[id] != nil else { return [] }
+        byID[id]!.priority = priority
         return fill()
     }
 
@@ -162,10 +182,9 @@ public struct QueueSchedule: Sendable, Equatable {
     public mutating func setMaximumActive(_ maximum: Int) -> [Action] {
         maximumActive = max(1, maximum)
         var actions: [Action] = []
-        var excess = entries.count { $0.holdsSlot && !$0.stopping } - maximumActive
-        for i in startOrder(of: entries.indices.filter { entries[$0].holdsSlot && !entries[$0].stopping }).reversed() where excess > 0 {
-            actions += set(i, .waiting) + stopIfRunning(i)
-            excess -= 1
+        let holding = startOrder(of: order.filter { byID[$0]!.holdsSlot && !byID[$0]!.stopping })
+        for id in holding.dropFirst(maximumActive).reversed() {
+            actions += set(id, .waiting) + stopIfRunning(id)
         }
         return actions + fill()
     }
@@ -174,8 +193,9 @@ public struct QueueSchedule: Sendable, Equatable {
 
     /// `id`'s bytes have all arrived: its slot is free while its file is synced and renamed.
     public mutating func transferred(_ id: ID) -> [Action] {
-        guard let i = index(id), entries[i].holdsSlot else { return [] }
-        entries[i].holdsSlot = false
+        guard let entry = byID[id], entry.holdsSlot else { return [] }
+        byID[id]!.holdsSlot = false
+        slotsHeld -= 1
         return fill()
     }
 
@@ -183,16 +203,17 @@ public struct QueueSchedule: Sendable, Equatable {
     /// (paused, waiting or removed); otherwise it is complete or failed (a stop nobody asked for
     /// is a failure).
     public mutating func ended(_ id: ID, _ outcome: Outcome) -> [Action] {
-        guard let i = index(id), entries[i].running else { return [] }
-        let wasStopping = entries[i].stopping
-        entries[i].running = false
-        entries[i].holdsSlot = false
-        entries[i].stopping = false
+        guard let entry = byID[id], entry.running else { return [] }
+        if entry.holdsSlot { slotsHeld -= 1 }
+        runningCount -= 1
+        byID[id]!.running = false
+        byID[id]!.holdsSlot = false
+        byID[id]!.stopping = false
         var actions: [Action] = []
-        if !wasStopping {
-            actions += set(i, outcome == .completed ? .complete : .failed)
-        } else if outcome == .completed && entries[i].state != .removed {
-            actions += set(i, .complete)  // it finished before the stop reached it
+        if !entry.stopping {
+            actions += set(id, outcome == .completed ? .complete : .failed)
+        } else if outcome == .completed && entry.state != .removed {
+            actions += set(id, .complete)  // it finished before the stop reached it
         }
         return actions + fill()
     }
@@ -200,36 +221,48 @@ public struct QueueSchedule: Sendable, Equatable {
     // MARK: - Decisions
 
     /// Starts waiting downloads while slots are free, the highest priority first, then the
-    /// earliest position.
+    /// earliest position. With no slot free, or nothing waiting, it looks at nothing.
     private mutating func fill() -> [Action] {
+        let free = maximumActive - slotsHeld
+        guard free > 0, waitingCount > 0 else { return [] }
         var actions: [Action] = []
-        var free = maximumActive - slotsHeld
-        let candidates = startOrder(of: entries.indices.filter { entries[$0].state == .waiting && !entries[$0].running })
-        for i in candidates where free > 0 {
-            entries[i].running = true
-            entries[i].holdsSlot = true
-            actions += set(i, .active) + [.start(entries[i].id)]
-            free -= 1
+        let candidates = order.filter { byID[$0]!.state == .waiting && !byID[$0]!.running }
+        for id in startOrder(of: candidates).prefix(free) {
+            byID[id]!.running = true
+            byID[id]!.holdsSlot = true
+            runningCount += 1
+            slotsHeld += 1
+            actions += set(id, .active) + [.start(id)]
         }
         return actions
     }
 
-    /// `indices` by priority (highest first), then position.
-    private func startOrder(of indices: [Int]) -> [Int] {
-        indices.sorted { (-entries[$0].priority, $0) < (-entries[$1].priority, $1) }
+    /// `ids` by priority (highest first), then position.
+    private func startOrder(of ids: [ID]) -> [ID] {
+        ids.sorted { (-byID[$0]!.priority, byID[$0]!.rank) < (-byID[$1]!.priority, byID[$1]!.rank) }
     }
 
-    private mutating func stopIfRunning(_ i: Int) -> [Action] {
-        guard entries[i].running, !entries[i].stopping else { return [] }
-        entries[i].stopping = true
-        return [.stop(entries[i].id)]
+    /// Ranks from the order, after an insertion or a move.
+    private mutating func renumber() {
+        for (rank, id) in order.enumerated() { byID[id]!.rank = rank }
     }
 
-    private mutating func set(_ i: Int, _ state: State) -> [Action] {
-        guard entries[i].state != state else { return [] }
-        entries[i].state = state
-        return [.changed(entries[i].id, state)]
+    private mutating func stopIfRunning(_ id: ID) -> [Action] {
+        guard let entry = byID[id], entry.running, !entry.stopping else { return [] }
+        byID[id]!.stopping = true
+        return [.stop(id)]
     }
 
-    private func index(_ id: ID) -> Int? { entries.firstIndex { $0.id == id } }
+    private mutating func set(_ id: ID, _ state: State) -> [Action] {
+        let old = byID[id]!.state
+        guard old != state else { return [] }
+        if old == .waiting { waitingCount -= 1 }
+        if state == .waiting { waitingCount += 1 }
+        byID[id]!.state = state
+        return [.changed(id, state)]
+    }
+
+    public static func == (a: QueueSchedule, b: QueueSchedule) -> Bool {
+        a.entries == b.entries && a.maximumActive == b.maximumActive
+    }
 }

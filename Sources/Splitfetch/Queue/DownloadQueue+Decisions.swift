@@ -13,13 +13,15 @@ extension DownloadQueue {
         change { state in state.closed ? [] : decide(&state.schedule) }
     }
 
+    /// - Parameter touching: a download whose standing may change with no action naming it (one
+    ///   that ended after a stop and waits again).
     @discardableResult
-    func change<E: Error>(_ decide: (inout State) throws(E) -> [QueueSchedule.Action]) throws(E) -> Bool {
+    func change<E: Error>(touching: ID? = nil, _ decide: (inout State) throws(E) -> [QueueSchedule.Action]) throws(E) -> Bool {
         // The lock's closure rethrows untyped errors: the typed one travels in a Result.
         let outcome = state.withLockedValue { state -> Result<(Bool, Effects), E> in
             do throws(E) {
                 let actions = try decide(&state)
-                return .success((!actions.isEmpty, apply(actions, &state)))
+                return .success((!actions.isEmpty, apply(actions, &state, touching: touching)))
             } catch {
                 return .failure(error)
             }
@@ -31,11 +33,13 @@ extension DownloadQueue {
 
     /// Under the lock: reports each change, starts and stops downloads, keeps the per-host
     /// count of waiting work, and wakes the idle waiters.
-    private func apply(_ actions: [QueueSchedule.Action], _ state: inout State) -> Effects {
+    private func apply(_ actions: [QueueSchedule.Action], _ state: inout State, touching: ID?) -> Effects {
         var effects = Effects()
+        var touched: Set<ID> = touching.map { [$0] } ?? []
         for action in actions {
             switch action {
             case .changed(let id, let new):
+                touched.insert(id)
                 let downloadState = DownloadState(new)
                 publish(QueueEvent(id: id, state: downloadState), &state)
                 if downloadState.isFinal {
@@ -45,20 +49,23 @@ extension DownloadQueue {
                     state.subscribers = kept
                 }
             case .start(let id):
+                touched.insert(id)
                 start(id, &state)
             case .stop(let id):
                 if let task = state.records[id]?.task { effects.stops.append(task) }
             }
         }
         // Under a per-host cap, waiting downloads count as work for their host: running ones
-        // split no healthy range while it waits.
+        // split no healthy range while it waits. Only the downloads the actions touched can
+        // have changed.
         if let limiter = session.limiter {
-            for entry in state.schedule.entries {
+            for id in touched {
+                guard let entry = state.schedule.entry(id), var record = state.records[id] else { continue }
                 let waits = entry.state == .waiting && !entry.running
-                guard var record = state.records[entry.id], record.expected != waits else { continue }
+                guard record.expected != waits else { continue }
                 record.expected = waits
                 limiter.expect(host: record.host, waits ? 1 : -1)
-                state.records[entry.id] = record
+                state.records[id] = record
             }
         }
         if state.schedule.isIdle {
@@ -106,7 +113,7 @@ extension DownloadQueue {
     }
 
     private func report(_ id: ID, run: Int, _ decide: (inout QueueSchedule) -> [QueueSchedule.Action]) {
-        change { state in
+        change(touching: id) { state in
             guard !state.closed, state.records[id]?.run == run else { return [] }
             return decide(&state.schedule)
         }

@@ -241,17 +241,18 @@ public final class DownloadQueue: Sendable {
     /// One download now, if it is in the queue.
     public func snapshot(_ id: ID) -> DownloadSnapshot? {
         state.withLockedValue { state in
-            state.schedule.position(of: id).map { Self.snapshot(at: $0, in: state) }
+            state.schedule.position(of: id).map { Self.snapshot(of: state.schedule.entry(id)!, at: $0, in: state) }
         }
     }
 
     /// Every download now, in position order.
     public func snapshots() -> [DownloadSnapshot] {
-        state.withLockedValue { state in state.schedule.entries.indices.map { Self.snapshot(at: $0, in: state) } }
+        state.withLockedValue { state in
+            state.schedule.entries.enumerated().map { Self.snapshot(of: $0.element, at: $0.offset, in: state) }
+        }
     }
 
-    private static func snapshot(at position: Int, in state: State) -> DownloadSnapshot {
-        let entry = state.schedule.entries[position]
+    private static func snapshot(of entry: QueueSchedule.Entry, at position: Int, in state: State) -> DownloadSnapshot {
         let record = state.records[entry.id]!
         return DownloadSnapshot(id: entry.id, url: redactedURL(record.url), destination: record.destination,
                                 state: DownloadState(entry.state), priority: entry.priority, position: position,
