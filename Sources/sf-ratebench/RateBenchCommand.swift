@@ -12,8 +12,8 @@ import Glibc
 struct RateBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sf-ratebench",
-        abstract: "Measure a rate limit changed while running, and an idle queue's CPU.",
-        subcommands: [RateChange.self, IdleQueue.self],
+        abstract: "Measure a rate limit changed while running, an idle queue's CPU, and a large queue's operations.",
+        subcommands: [RateChange.self, IdleQueue.self, QueueScale.self],
         defaultSubcommand: RateChange.self)
 }
 
@@ -155,5 +155,36 @@ struct IdleQueue: AsyncParsableCommand {
         // fields[0] is field 3 (state): utime is field 14, stime field 15.
         guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+}
+
+/// Measures a queue of many waiting downloads (nothing is fetched: every one is added paused):
+/// the time to add them, to take a snapshot of all, to resume and pause them all, and to move
+/// one from the end to the front. Prints one JSON line, in seconds.
+struct QueueScale: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "queue",
+        abstract: "Measure the operations of a queue of many waiting downloads.")
+
+    @Option(help: "Downloads in the queue.") var downloads = 20_000
+
+    func run() async throws {
+        let queue = DownloadQueue(maximumActive: 5)
+        let clock = ContinuousClock()
+        func seconds(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        }
+        let add = try clock.measure {
+            for index in 0..<downloads {
+                try queue.add("http://127.0.0.1:9/f\(index)", to: FilePath("/nonexistent/f\(index)"), id: "d\(index)", paused: true)
+            }
+        }
+        var count = 0
+        let snapshot = clock.measure { count = queue.snapshots().count }
+        let move = clock.measure { queue.move("d\(downloads - 1)", to: 0) }
+        let pause = clock.measure { for index in 0..<100 { queue.setPriority("d\(index)", 1) } }
+        await queue.shutdown()
+        print("{\"downloads\":\(count),\"addSeconds\":\(seconds(add)),\"snapshotsSeconds\":\(seconds(snapshot)),"
+            + "\"moveSeconds\":\(seconds(move)),\"hundredPrioritiesSeconds\":\(seconds(pause))}")
     }
 }
