@@ -19,11 +19,6 @@ enum CurlErrors {
     static let http2: Int32 = 16
     static let http2Stream: Int32 = 92
 
-    /// Whether a failed `HEAD` is worth a ranged `GET` (a server that mishandles `HEAD`).
-    static func isWorthGetProbe(_ code: Int32) -> Bool {
-        [timedOut, gotNothing, receiveError, partialFile, sendError].contains(code)
-    }
-
     /// How the network failed, by libcurl's code; the core judges which are transient.
     static func networkFailure(_ code: Int32) -> NetworkFailure {
         switch code {
