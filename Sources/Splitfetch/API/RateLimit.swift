@@ -93,6 +93,16 @@ public final class RateLimit: Sendable {
     /// Takes `count` bytes from this budget and every parent's if none is in debt; otherwise
     /// returns how long to wait before asking again (the longest debt), and takes nothing.
     func take(_ count: Int, now: ContinuousClock.Instant = .now) -> Duration? {
+        // Called once per piece of body: a budget alone (`--limit-rate`) checks and takes
+        // under one lock; a chain checks every level first, then takes from each.
+        guard parent != nil else {
+            return state.withLockedValue { state in
+                state.refill(now: now)
+                if let wait = state.wait() { return wait }
+                if state.bytesPerSecond != nil { state.tokens -= Double(count) }
+                return nil
+            }
+        }
         var wait: Duration?
         var level: RateLimit? = self
         while let limit = level {
