@@ -6,32 +6,13 @@ extension DownloadMachine {
         if let due = nextDurable, now >= due {
             nextDurable = now + configuration.durableCheckpointInterval
             if nextQuick != nil { nextQuick = now + quick }
-            lastCheckpoint = (now, writtenBytes)
             actions.append(.checkpoint(makeCheckpoint(durable: true)))
         } else if let due = nextQuick, now >= due {
-            if let later = quickCheckpointDeferred(now: now) {
-                nextQuick = later
-                return
-            }
             nextQuick = now + quick
-            lastCheckpoint = (now, writtenBytes)
+            // Nothing written since the last: nothing new to save.
+            guard writtenBytes != lastCheckpointWritten else { return }
             actions.append(.checkpoint(makeCheckpoint(durable: false)))
         }
-    }
-
-    /// When a quick checkpoint that came due should be looked at again instead, or `nil` to take
-    /// it now: it waits for ``Configuration/quickCheckpointBytes`` new bytes, at most until
-    /// ``Configuration/quickCheckpointLongestInterval`` after the last checkpoint, and with no
-    /// new byte at all there is nothing to save. The next look is when the bytes should be
-    /// there at the rate since the last checkpoint.
-    func quickCheckpointDeferred(now: Double) -> Double? {
-        let quick = configuration.quickCheckpointInterval, longest = configuration.quickCheckpointLongestInterval
-        let fresh = writtenBytes - lastCheckpoint.written, elapsed = now - lastCheckpoint.at
-        if fresh > 0 && (fresh >= configuration.quickCheckpointBytes || elapsed >= longest) { return nil }
-        if fresh <= 0 { return now + max(quick, longest) }
-        let rate = Double(fresh) / max(elapsed, quick)
-        let expected = now + Double(configuration.quickCheckpointBytes - fresh) / rate
-        return max(now + quick, min(expected, lastCheckpoint.at + longest))
     }
 
     /// A snapshot of the written offsets. A durable one claims them as on disk (the driver syncs
@@ -49,6 +30,7 @@ extension DownloadMachine {
                                       cached: entry.written > onDisk ? entry.written : nil)
         }
         checkpointInFlight = CheckpointInFlight(id: id, durable: durable, offsets: offsets)
+        lastCheckpointWritten = table!.writtenBytes
         return Checkpoint(id: id, durable: durable, segments: segments)
     }
 }

@@ -23,16 +23,9 @@ extension DownloadMachine {
         public var retry = RetryPolicy()
         /// A transfer that receives nothing for this long is aborted and retried, in seconds.
         public var stallTimeout: Double = 20
-        /// Seconds between quick checkpoints (no sync); 0 turns them off. A quick checkpoint
-        /// also waits for ``quickCheckpointBytes`` new bytes, for at most
-        /// ``quickCheckpointLongestInterval``: while bytes arrive slowly (a rate limit, a slow
-        /// server) a save every tenth of a second would cost more than the little it protects.
+        /// Seconds between quick checkpoints (no sync); 0 turns them off. One with nothing
+        /// written since the last checkpoint is skipped.
         public var quickCheckpointInterval: Double = 0.1
-        /// New bytes a quick checkpoint waits for (see ``quickCheckpointInterval``).
-        public var quickCheckpointBytes: Int64 = 8 << 20
-        /// Seconds after the last checkpoint by which a quick one is taken, however few new bytes
-        /// it has (at least one).
-        public var quickCheckpointLongestInterval: Double = 1
         /// Seconds between durable checkpoints (data synced first); 0 turns them off.
         public var durableCheckpointInterval: Double = 5
         /// How often an idle connection looks again for a range to split or a stalled one to take.

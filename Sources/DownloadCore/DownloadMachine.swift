@@ -80,8 +80,8 @@ public struct DownloadMachine: Sendable {
     var durableOffsets: [Int64: Int64]
     var nextQuick: Double?
     var nextDurable: Double?
-    /// When the last checkpoint was taken, and the bytes written then.
-    var lastCheckpoint: (at: Double, written: Int64) = (0, 0)
+    /// The bytes written when the last checkpoint was taken.
+    var lastCheckpointWritten: Int64 = 0
     var scheduledWake: Double?
     var mayRestartOnSizeMismatch: Bool
     var streamComplete = false
@@ -167,7 +167,7 @@ public struct DownloadMachine: Sendable {
             let quick = configuration.quickCheckpointInterval, durable = configuration.durableCheckpointInterval
             nextQuick = quick > 0 ? now + quick : nil
             nextDurable = durable > 0 ? now + durable : nil
-            lastCheckpoint = (now, writtenBytes)
+            lastCheckpointWritten = writtenBytes
         }
         let adoption = adopted.map { [Action.adopt($0)] } ?? []
         adopted = nil

@@ -15,7 +15,6 @@ struct DownloadMachineTests {
         c.minimumSegmentSize = MiB
         c.retry = RetryPolicy(retries: retries, baseDelay: 1, maximumDelay: 30)
         c.quickCheckpointInterval = quick
-        c.quickCheckpointBytes = 0  // the cadence alone; `quickCheckpointsWaitForBytes` tests the rest
         c.durableCheckpointInterval = durable
         c.stallTimeout = stallTimeout
         c.split = SegmentTable.SplitPolicy(minimumPiece: 64 << 10, alignment: 4096, requestOverhead: 0.05,
@@ -524,7 +523,7 @@ struct DownloadMachineTests {
             return
         }
         _ = m.checkpointEnded(next.id, succeeded: true, now: 0.27)
-        // Nothing new since: nothing to save.
+        // Nothing written since: nothing to save.
         #expect(m.tick(now: 0.4).contains { if case .checkpoint = $0 { true } else { false } } == false)
         _ = Self.write(&m, 1, from: 8192, 4096, now: 0.9)
         guard case .checkpoint(let durable)? = m.tick(now: 1.0).first else { Issue.record("no durable checkpoint"); return }
@@ -535,35 +534,6 @@ struct DownloadMachineTests {
         _ = Self.write(&m, 1, from: 12288, 4096, now: 1.05)
         guard case .checkpoint(let after)? = m.tick(now: 1.11).first else { Issue.record("no quick checkpoint"); return }
         #expect(after.segments.first == .init(start: 0, end: 2 * Self.MiB, written: 12288, cached: 16384))
-    }
-
-    /// Writes `bytes` at `at`, then ticks at `tick`: whether a quick checkpoint is taken then,
-    /// and (when not) the wake the machine asks for instead.
-    @Test("a quick checkpoint waits for enough new bytes, or the longest interval", arguments: [
-        // Fast: 8 MiB in 0.1 s is enough at once.
-        (Int64(8 << 20), 0.05, 0.1, true, nil as Double?),
-        // 1 MiB by 0.1 s (10 MiB/s): look again when 8 MiB should be there, at 0.8 s.
-        (Int64(1 << 20), 0.05, 0.1, false, 0.8),
-        // 64 KiB by 0.1 s: 8 MiB would take 12.8 s; the longest interval (1 s) comes first.
-        (Int64(64 << 10), 0.05, 0.1, false, 1.0),
-        // Few bytes, but the longest interval is over: taken.
-        (Int64(4096), 0.5, 1.0, true, nil),
-        // No byte at all: nothing to save; look again a longest interval later.
-        (Int64(0), 0.05, 0.1, false, 1.1),
-        (Int64(0), 0.05, 1.0, false, 2.0),
-    ])
-    func quickCheckpointsWaitForBytes(bytes: Int64, at: Double, tick: Double, taken: Bool, wake: Double?) {
-        var c = Self.configuration(quick: 0.1)
-        c.quickCheckpointBytes = 8 << 20
-        c.quickCheckpointLongestInterval = 1
-        var (m, _) = Self.running(size: 16 << 20, c)
-        if bytes > 0 { #expect(Self.write(&m, 1, from: 0, bytes, now: at) == bytes) }
-        let actions = m.tick(now: tick)
-        #expect(actions.contains { if case .checkpoint = $0 { true } else { false } } == taken)
-        if let wake {
-            let asked = actions.compactMap { if case .wake(let t) = $0 { t } else { nil } }
-            #expect(asked.count == 1 && abs(asked[0] - wake) < 1e-9, "asked \(asked)")
-        }
     }
 
     @Test func aFailedCheckpointStopsEverythingAndSavesNothingMore() {

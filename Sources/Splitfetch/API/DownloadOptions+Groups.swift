@@ -95,9 +95,7 @@ extension DownloadOptions {
         /// stops. Default 5 s.
         public var checkpointInterval: Duration = .seconds(5)
         /// Between quick checkpoints (the manifest saved without syncing, trusted only within
-        /// the same boot). Zero disables them. Default 0.1 s. A quick checkpoint also waits for
-        /// 8 MiB of new data, for at most a second after the last checkpoint, and is skipped
-        /// when nothing is new.
+        /// the same boot). Zero disables them. Default 0.1 s.
         public var quickCheckpointInterval: Duration = .milliseconds(100)
 
         public init() {}
