@@ -14,6 +14,9 @@ let package = Package(
         .library(name: "Splitfetch", targets: ["Splitfetch"]),
         .executable(name: "splitfetch", targets: ["splitfetch"]),
         .executable(name: "sf-testserver", targets: ["sf-testserver"]),
+        // The daemon (`splitfetch serve` runs it): its own binary, so the one-shot tool links none
+        // of its server, database or WebSocket code.
+        .executable(name: "splitfetch-daemon", targets: ["splitfetch-daemon"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -25,6 +28,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         // scripts/docs: the DocC catalogue (swift package generate-documentation).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // The daemon: its queue in SQLite (WAL), its JSON-RPC over HTTP and WebSocket.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
     ],
     targets: [
         // libcurl, linked; typed wrappers for its variadic calls.
@@ -72,6 +79,25 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "splitfetch", dependencies: ["SplitfetchCLI"], swiftSettings: strict),
+        // The download daemon: a durable queue (SQLite through GRDB) behind aria2's JSON-RPC.
+        .target(
+            name: "SplitfetchDaemon",
+            dependencies: [
+                "Splitfetch",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "splitfetch-daemon",
+            dependencies: ["SplitfetchDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict
+        ),
         .target(
             name: "TestHTTPServer",
             dependencies: [
@@ -111,6 +137,11 @@ let package = Package(
         .executableTarget(name: "sf-fuzz", dependencies: ["Splitfetch", "DownloadCore"], swiftSettings: strict),
         .testTarget(name: "DownloadCoreTests", dependencies: ["DownloadCore", "DownloadSimulation"],
                     swiftSettings: strict),
+        .testTarget(
+            name: "SplitfetchDaemonTests",
+            dependencies: ["SplitfetchDaemon", "Splitfetch", "TestHTTPServer", .product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "SplitfetchCLITests",
             dependencies: ["SplitfetchCLI", "Splitfetch", "TestHTTPServer", .product(name: "SystemPackage", package: "swift-system")],

@@ -143,6 +143,10 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
     public static func runCommandLine() async -> Never {
         // A file size limit (ulimit -f) must be an error message, not a SIGXFSZ crash.
         signal(SIGXFSZ, SIG_IGN)
+        if let failure = DaemonLauncher.execIfDaemonCommand(CommandLine.arguments) {
+            writeRaw("splitfetch: \(failure)\n")
+            Glibc.exit(ExitStatus.usage.rawValue)
+        }
         var parsed: any ParsableCommand
         do {
             parsed = try parseAsRoot(splittingClusters(Array(CommandLine.arguments.dropFirst())))

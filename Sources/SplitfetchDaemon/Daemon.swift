@@ -1,0 +1,435 @@
+import FoundationEssentials
+public import Logging
+import NIOConcurrencyHelpers
+public import Splitfetch
+import SystemPackage
+
+/// The daemon's queue: the library's ``DownloadQueue`` for what runs, a ``JobStore`` for what
+/// must survive, and the jobs' records between the two.
+///
+/// **What is durable when.** Every change is written through one serial writer that takes all
+/// the changes waiting at that moment into one transaction (group commit), reading each job's
+/// state as it is then, so the last write always holds the latest state. A caller that changed
+/// something (an add, a pause, a move) returns only once its change is committed.
+public final class Daemon: Sendable {
+    /// The directory every download goes under.
+    public let root: DownloadRoot
+    /// The library queue that runs the downloads.
+    public let queue: DownloadQueue
+    let store: any JobStore
+    let logger: Logger
+    /// Settings of every download that its own options do not set.
+    let defaults: DownloadOptions
+    let state: NIOLockedValueBox<State>
+    let writer: StoreWriter
+    /// Followers of the daemon's notifications (aria2's `onDownload…`), one per WebSocket.
+    let listeners = NIOLockedValueBox<[UInt64: AsyncStream<Notification>.Continuation]>([:])
+    let sessionID: String
+    let events: Task<Void, Never>
+
+    struct State {
+        var jobs: [String: Job] = [:]
+        /// The global options as aria2 reports them (`getGlobalOption`).
+        var globalOptions: [String: String] = [:]
+        var nextListener: UInt64 = 0
+    }
+
+    /// A notification for the API's clients: aria2's method name and the GID.
+    public struct Notification: Sendable, Equatable {
+        public var method: String
+        public var gid: String
+    }
+
+    /// Loads the store and puts its unfinished jobs back in a new queue, in their order: active and
+    /// waiting ones wait for a slot (and resume from their manifests), paused ones stay paused.
+    /// Finished ones stay in the history.
+    public init(store: any JobStore, root: DownloadRoot, maximumActive: Int = 5, bytesPerSecond: Int64? = nil,
+                defaults: DownloadOptions = DownloadOptions(), logger: Logger) async throws {
+        self.store = store
+        self.root = root
+        self.logger = logger
+        self.defaults = defaults
+        queue = DownloadQueue(maximumActive: maximumActive, bytesPerSecond: bytesPerSecond)
+        writer = StoreWriter(store: store)
+        sessionID = Self.newGID()
+        let subscription = queue.subscribe(keepingProgress: 1)
+        var initial = State()
+        initial.globalOptions = [
+            "dir": root.path.string,
+            "max-concurrent-downloads": String(maximumActive),
+            "max-overall-download-limit": String(bytesPerSecond ?? 0),
+            "split": String(defaults.connections),
+            "max-connection-per-server": String(defaults.connections),
+            "min-split-size": String(defaults.minimumSegmentSize),
+            "user-agent": defaults.userAgent,
+        ]
+        state = NIOLockedValueBox(initial)
+        // Filled in below; the task only reads `self` once started.
+        let box = NIOLockedValueBox<Daemon?>(nil)
+        events = Task {
+            for await event in subscription {
+                guard event.state != nil, let daemon = box.withLockedValue({ $0 }) else { continue }
+                await daemon.stateChanged(event.id)
+            }
+        }
+        box.withLockedValue { $0 = self }
+        writer.rows.withLockedValue { rows in
+            rows = { [weak self] gids in
+                guard let self else { return [] }
+                return self.state.withLockedValue { state in gids.compactMap { state.jobs[$0] } }
+            }
+        }
+        try await restore()
+    }
+
+    /// Puts the stored jobs back.
+    private func restore() async throws {
+        let stored = try await store.loadAll().sorted { $0.order < $1.order }
+        var changed: [Job] = []
+        for var job in stored {
+            state.withLockedValue { $0.jobs[job.gid] = job }
+            guard !job.state.isFinal else { continue }
+            // Finished just before the daemon stopped, and not recorded: the file is in place and
+            // its partial gone (a file that was there before is never accepted by `add`).
+            if FileManagerLite.exists(job.destination), !FileManagerLite.exists(job.destination + ".part") {
+                job.state = .complete
+                job.totalLength = FileManagerLite.size(job.destination)
+                job.completedLength = job.totalLength
+                job.finishedAt = Date().timeIntervalSince1970
+                state.withLockedValue { $0.jobs[job.gid] = job }
+                changed.append(job)
+                continue
+            }
+            do {
+                try enqueue(job, paused: job.state == .paused)
+            } catch {
+                job.state = .failed
+                job.errorCode = error.code.description
+                job.errorMessage = error.message
+                state.withLockedValue { $0.jobs[job.gid] = job }
+                changed.append(job)
+            }
+        }
+        try await store.save(upserting: changed, deleting: [])
+        logger.info("queue restored", metadata: ["jobs": "\(stored.count)", "unfinished": "\(stored.filter { !$0.state.isFinal }.count)"])
+    }
+
+    /// Stops every download (each keeps its data and a final checkpoint), then waits for the
+    /// last writes. Their state stays as stored, so the next start resumes them.
+    public func shutdown() async {
+        await queue.shutdown()
+        events.cancel()
+        await writer.flush()
+        for listener in listeners.withLockedValue({ $0.values }) { listener.finish() }
+    }
+
+    // MARK: - Jobs
+
+    /// Adds a download, committed before this returns.
+    ///
+    /// - Parameters:
+    ///   - uris: its URL, then its mirrors.
+    ///   - options: aria2 options (see ``Aria2Options``).
+    ///   - position: its place among the unfinished jobs; the end by default.
+    /// - Returns: its GID.
+    public func add(uris: [String], options: [String: String], position: Int? = nil) async throws(RPCError) -> String {
+        guard let url = uris.first else { throw RPCError.invalidParams("addUri needs at least one URI") }
+        let parsed = try Aria2Options.parse(options, base: downloadOptions(), root: root, perDownload: true)
+        var download = parsed.options
+        download.mirrors.urls = Array(uris.dropFirst())
+        let name = if let out = parsed.out { out } else { try Self.fileName(for: url) }
+        let directory = parsed.dir ?? root.path
+        let destination = try root.file(name, in: directory)
+        do { try download.validate() } catch { throw RPCError.invalidParams(error.message) }
+        let gid = Self.newGID()
+        let made = state.withLockedValue { state -> Result<Job, RPCError> in
+            if state.jobs.values.contains(where: { !$0.state.isFinal && $0.destination == destination.string }) {
+                return .failure(RPCError.failed("another download in the queue writes \(destination)"))
+            }
+            return .success(Job(gid: gid, order: order(at: position, in: state), uris: uris, destination: destination.string,
+                                options: parsed.reported, state: parsed.paused ? .paused : .waiting,
+                                bytesPerSecond: parsed.bytesPerSecond, addedAt: Date().timeIntervalSince1970))
+        }
+        var job = try made.get()
+        if FileManagerLite.exists(destination.string) {
+            throw RPCError.failed("\(destination) exists; choose another `out` (nothing is overwritten)")
+        }
+        state.withLockedValue { $0.jobs[gid] = job }
+        do {
+            try await writer.persist([gid])
+        } catch {
+            state.withLockedValue { $0.jobs[gid] = nil }
+            throw RPCError.failed("the job could not be saved: \(error)")
+        }
+        do {
+            try enqueue(job, paused: parsed.paused, options: download, position: position)
+        } catch {
+            job.state = .failed
+            job.errorCode = error.code.description
+            job.errorMessage = error.message
+            state.withLockedValue { $0.jobs[gid] = job }
+            try? await writer.persist([gid])
+            throw RPCError.failed(error.message)
+        }
+        logger.info("added", metadata: ["gid": "\(gid)", "url": "\(redactedURL(url))"])
+        return gid
+    }
+
+    /// Hands a job to the library queue.
+    private func enqueue(_ job: Job, paused: Bool, options: DownloadOptions? = nil, position: Int? = nil) throws(DownloadError) {
+        var download: DownloadOptions
+        if let options {
+            download = options
+        } else {
+            do {
+                download = try Aria2Options.parse(job.options, base: downloadOptions(), root: root, perDownload: true).options
+            } catch {
+                throw DownloadError(.usage, error.message)
+            }
+            download.mirrors.urls = Array(job.uris.dropFirst())
+        }
+        if let rate = job.bytesPerSecond { download.rateLimit = RateLimit(bytesPerSecond: rate) }
+        try queue.add(job.uris[0], to: FilePath(job.destination), options: download, id: job.gid, priority: job.priority,
+                      at: position, paused: paused)
+    }
+
+    /// The settings every download starts from: the daemon's, with the global options applied.
+    func downloadOptions() -> DownloadOptions {
+        var options = defaults
+        // The queue's files are resumed by later runs of the daemon, never overwritten.
+        options.allowOverwrite = false
+        return options
+    }
+
+    /// A sort key for a job placed at `position` among the unfinished ones (the end if `nil`).
+    private func order(at position: Int?, in state: State) -> Double {
+        let live = state.jobs.values.filter { !$0.state.isFinal }.map(\.order).sorted()
+        let all = state.jobs.values.map(\.order)
+        guard let position, position < live.count else { return (all.max() ?? 0) + 1 }
+        let index = max(0, position)
+        let after = live[index]
+        let before = index > 0 ? live[index - 1] : after - 2
+        return (before + after) / 2
+    }
+
+    /// The queue reported a state change: record the download's state as it is now.
+    func stateChanged(_ gid: String) async {
+        guard let snapshot = queue.snapshot(gid) else { return }
+        let (changed, notification) = state.withLockedValue { state -> (Bool, String?) in
+            guard var job = state.jobs[gid], job.state != snapshot.state else { return (false, nil) }
+            job.state = snapshot.state
+            job.priority = snapshot.priority
+            if let total = snapshot.progress?.totalBytes { job.totalLength = total }
+            if let done = snapshot.progress?.bytesWritten { job.completedLength = done }
+            switch snapshot.state {
+            case .complete:
+                job.totalLength = snapshot.statistics?.size ?? job.totalLength
+                job.completedLength = job.totalLength
+                job.sha256 = snapshot.statistics?.digests.first { $0.algorithm == .sha256 }?.hex
+                job.finishedAt = Date().timeIntervalSince1970
+            case .failed:
+                job.errorCode = snapshot.error?.code.description
+                job.errorMessage = snapshot.error?.message
+                job.finishedAt = Date().timeIntervalSince1970
+            case .removed:
+                job.finishedAt = Date().timeIntervalSince1970
+            default:
+                break
+            }
+            state.jobs[gid] = job
+            return (true, Self.notification(for: snapshot.state))
+        }
+        guard changed else { return }
+        do {
+            try await writer.persist([gid])
+        } catch {
+            logger.error("a state change could not be saved", metadata: ["gid": "\(gid)", "error": "\(error)"])
+        }
+        if snapshot.state.isFinal { queue.forget(gid) }
+        if let notification { notify(Notification(method: notification, gid: gid)) }
+    }
+
+    static func notification(for state: DownloadState) -> String? {
+        switch state {
+        case .active: "aria2.onDownloadStart"
+        case .paused: "aria2.onDownloadPause"
+        case .complete: "aria2.onDownloadComplete"
+        case .failed: "aria2.onDownloadError"
+        case .removed: "aria2.onDownloadStop"
+        default: nil
+        }
+    }
+
+    func notify(_ notification: Notification) {
+        for listener in listeners.withLockedValue({ Array($0.values) }) { listener.yield(notification) }
+    }
+
+    /// The daemon's notifications, until the daemon stops or the stream is dropped. At most
+    /// `buffer` wait for a slow reader; older ones are dropped.
+    public func notifications(buffer: Int = 1024) -> AsyncStream<Notification> {
+        let (stream, continuation) = AsyncStream<Notification>.makeStream(bufferingPolicy: .bufferingNewest(buffer))
+        let id = state.withLockedValue { state -> UInt64 in
+            state.nextListener += 1
+            return state.nextListener
+        }
+        listeners.withLockedValue { $0[id] = continuation }
+        continuation.onTermination = { [weak self] _ in _ = self?.listeners.withLockedValue { $0.removeValue(forKey: id) } }
+        return stream
+    }
+
+    /// A job's record with its live state.
+    public func job(_ gid: String) -> Job? { state.withLockedValue { $0.jobs[gid] } }
+
+    /// Every job's record.
+    public func allJobs() -> [Job] { state.withLockedValue { Array($0.jobs.values) } }
+
+    /// Changes a job's record and the store's, then returns what `body` returned.
+    func update<T>(_ gid: String, _ body: (inout Job) throws(RPCError) -> T) async throws(RPCError) -> T {
+        let result = try state.withLockedValue { state -> Result<T, RPCError> in
+            guard var job = state.jobs[gid] else { return .failure(RPCError.notFound(gid)) }
+            do throws(RPCError) {
+                let result = try body(&job)
+                state.jobs[gid] = job
+                return .success(result)
+            } catch {
+                return .failure(error)
+            }
+        }.get()
+        do { try await writer.persist([gid]) } catch { throw RPCError.failed("could not be saved: \(error)") }
+        return result
+    }
+
+    /// Records the queue's state of `gid` now (after a pause, a resume, a removal).
+    func recordQueueState(_ gid: String) async throws(RPCError) {
+        guard let snapshot = queue.snapshot(gid) else { return }
+        try await update(gid) { job in
+            job.state = snapshot.state
+            job.priority = snapshot.priority
+            if snapshot.state.isFinal, job.finishedAt == nil { job.finishedAt = Date().timeIntervalSince1970 }
+        }
+        if snapshot.state.isFinal { queue.forget(gid) }
+        if let method = Self.notification(for: snapshot.state), snapshot.state != .active {
+            notify(Notification(method: method, gid: gid))
+        }
+    }
+
+    /// Deletes finished jobs from the history (and the store).
+    func purge(_ gids: [String]) async throws(RPCError) {
+        state.withLockedValue { state in for gid in gids { state.jobs[gid] = nil } }
+        do { try await writer.delete(gids) } catch { throw RPCError.failed("could not be saved: \(error)") }
+    }
+
+    /// Moves a job in the queue; the new sort key is the midpoint of its new neighbours'.
+    func move(_ gid: String, to position: Int) async throws(RPCError) -> Int {
+        guard queue.move(gid, to: position), let moved = queue.snapshot(gid) else { throw RPCError.notFound(gid) }
+        let ordered = queue.snapshots().filter { !$0.state.isFinal }.sorted { $0.position < $1.position }
+        let orders = state.withLockedValue { state in ordered.map { state.jobs[$0.id]?.order ?? 0 } }
+        let index = ordered.firstIndex { $0.id == gid } ?? 0
+        let before = index > 0 ? orders[index - 1] : nil
+        let after = index + 1 < orders.count ? orders[index + 1] : nil
+        let order: Double = switch (before, after) {
+        case (let b?, let a?): (b + a) / 2
+        case (let b?, nil): b + 1
+        case (nil, let a?): a - 1
+        case (nil, nil): 0
+        }
+        try await update(gid) { $0.order = order }
+        return moved.position
+    }
+
+    // MARK: - Names
+
+    static func fileName(for url: String) throws(RPCError) -> String {
+        let name = defaultFileName(forURL: url)
+        guard let safe = safeFileName(name) else { throw RPCError.invalidParams("no file name in \(redactedURL(url)); give `out`") }
+        return safe
+    }
+
+    /// 16 hexadecimal digits, as aria2's GIDs.
+    static func newGID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let hex = String(generator.next() as UInt64, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
+
+/// Writes the daemon's changes in order, batching what waits into one transaction.
+final class StoreWriter: Sendable {
+    let store: any JobStore
+    /// The records of these jobs as they are now (the daemon's), read when a batch is written.
+    let rows = NIOLockedValueBox<(@Sendable ([String]) -> [Job])?>(nil)
+    private let state = NIOLockedValueBox(Pending())
+
+    struct Pending {
+        var upserts: [String] = []
+        var deletes: [String] = []
+        var waiters: [CheckedContinuation<Void, any Error>] = []
+        var running = false
+        var idle: [CheckedContinuation<Void, Never>] = []
+    }
+
+    init(store: any JobStore) { self.store = store }
+
+    /// Writes these jobs' records as they are when the write happens.
+    func persist(_ gids: [String]) async throws {
+        try await enqueue(upserts: gids, deletes: [])
+    }
+
+    func delete(_ gids: [String]) async throws {
+        try await enqueue(upserts: [], deletes: gids)
+    }
+
+    private func enqueue(upserts: [String], deletes: [String]) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let start = state.withLockedValue { pending -> Bool in
+                pending.upserts += upserts
+                pending.deletes += deletes
+                pending.waiters.append(continuation)
+                defer { pending.running = true }
+                return !pending.running
+            }
+            if start { Task { await self.drain() } }
+        }
+    }
+
+    /// Writes batch after batch until nothing waits.
+    private func drain() async {
+        let source = rows.withLockedValue { $0 }
+        while true {
+            let batch = state.withLockedValue { pending -> Pending? in
+                if pending.waiters.isEmpty {
+                    pending.running = false
+                    return nil
+                }
+                let batch = pending
+                pending.upserts = []
+                pending.deletes = []
+                pending.waiters = []
+                return batch
+            }
+            guard let batch else { break }
+            let deleted = Set(batch.deletes)
+            // Each record as it is now: a later change already in memory is written too.
+            let upserts = source?(Array(Set(batch.upserts).subtracting(deleted))) ?? []
+            do {
+                try await store.save(upserting: upserts, deleting: Array(deleted))
+                for waiter in batch.waiters { waiter.resume() }
+            } catch {
+                for waiter in batch.waiters { waiter.resume(throwing: error) }
+            }
+        }
+        for waiter in state.withLockedValue({ pending in defer { pending.idle = [] }; return pending.idle }) { waiter.resume() }
+    }
+
+    /// Returns once every write asked for so far is done.
+    func flush() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLockedValue { pending -> Bool in
+                if !pending.running { return true }
+                pending.idle.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+}

@@ -1,0 +1,410 @@
+import FoundationEssentials
+import Splitfetch
+
+/// aria2's JSON-RPC methods over the daemon: method names, parameter shapes, GIDs, the
+/// `token:SECRET` first parameter, and the shapes of aria2's answers (numbers as strings).
+public struct Aria2RPC: Sendable {
+    public let daemon: Daemon
+    let secret: Secret
+
+    public init(daemon: Daemon, secret: Secret) {
+        self.daemon = daemon
+        self.secret = secret
+    }
+
+    /// Methods that take no token (aria2's own exception: they only name methods).
+    static let open: Set<String> = ["system.listMethods", "system.listNotifications"]
+
+    static let methods: [String] = [
+        "aria2.addUri", "aria2.remove", "aria2.forceRemove", "aria2.pause", "aria2.pauseAll", "aria2.forcePause",
+        "aria2.forcePauseAll", "aria2.unpause", "aria2.unpauseAll", "aria2.tellStatus", "aria2.getUris", "aria2.getFiles",
+        "aria2.getServers", "aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped", "aria2.changePosition",
+        "aria2.changeOption", "aria2.getOption", "aria2.changeGlobalOption", "aria2.getGlobalOption", "aria2.getGlobalStat",
+        "aria2.purgeDownloadResult", "aria2.removeDownloadResult", "aria2.getVersion", "aria2.getSessionInfo",
+        "aria2.shutdown", "aria2.forceShutdown", "aria2.saveSession", "system.multicall", "system.listMethods",
+        "system.listNotifications", "splitfetch.tellConnections", "splitfetch.getStatistics",
+    ]
+
+    static let notifications = ["aria2.onDownloadStart", "aria2.onDownloadPause", "aria2.onDownloadStop",
+                                "aria2.onDownloadComplete", "aria2.onDownloadError"]
+
+    /// The outcome of one HTTP body or WebSocket message.
+    public struct Reply: Sendable {
+        /// The JSON to send back.
+        public var body: [UInt8]
+        /// A call was refused for its token (the caller slows the next answer down).
+        public var unauthorized: Bool
+        /// `aria2.shutdown` was called.
+        public var shutdown: Bool
+    }
+
+    /// Answers one request or a batch.
+    public func reply(to body: [UInt8]) async -> Reply {
+        var context = CallContext()
+        let answer: JSONValue
+        if let request = try? JSONDecoder().decode(JSONValue.self, from: Data(body)) {
+            if case .array(let batch) = request {
+                if batch.isEmpty {
+                    answer = Self.response(id: .null, .failure(.invalidRequest("empty batch")))
+                } else {
+                    var answers: [JSONValue] = []
+                    for item in batch.prefix(1000) { answers.append(await respond(to: item, &context)) }
+                    answer = .array(answers)
+                }
+            } else {
+                answer = await respond(to: request, &context)
+            }
+        } else {
+            answer = Self.response(id: .null, .failure(.parseError))
+        }
+        let encoded = (try? JSONEncoder().encode(answer)).map { Array($0) } ?? Array(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error."}}"#.utf8)
+        return Reply(body: encoded, unauthorized: context.unauthorized, shutdown: context.shutdown)
+    }
+
+    struct CallContext {
+        var unauthorized = false
+        var shutdown = false
+    }
+
+    static func response(id: JSONValue, _ result: Result<JSONValue, RPCError>) -> JSONValue {
+        switch result {
+        case .success(let value): ["jsonrpc": "2.0", "id": id, "result": value]
+        case .failure(let error):
+            ["jsonrpc": "2.0", "id": id, "error": ["code": .number(Double(error.code)), "message": .string(error.message)]]
+        }
+    }
+
+    private func respond(to request: JSONValue, _ context: inout CallContext) async -> JSONValue {
+        guard case .object(let fields) = request else {
+            return Self.response(id: .null, .failure(.invalidRequest("not an object")))
+        }
+        let id = fields["id"] ?? .null
+        guard let method = fields["method"]?.string else {
+            return Self.response(id: id, .failure(.invalidRequest("no method")))
+        }
+        let params: [JSONValue]
+        switch fields["params"] {
+        case nil, .null?: params = []
+        case .array(let values)?: params = values
+        default: return Self.response(id: id, .failure(.invalidRequest("params is not an array")))
+        }
+        return Self.response(id: id, await call(method, params, &context))
+    }
+
+    /// Runs one method with its parameters (the token first, unless the method is open).
+    func call(_ method: String, _ given: [JSONValue], _ context: inout CallContext) async -> Result<JSONValue, RPCError> {
+        var params = given
+        if method == "system.multicall" {
+            return await multicall(params, &context)
+        }
+        if !Self.open.contains(method) {
+            guard let token = params.first?.string, token.hasPrefix("token:"), secret.matches(String(token.dropFirst(6))) else {
+                context.unauthorized = true
+                return .failure(.unauthorized)
+            }
+            params.removeFirst()
+        }
+        do {
+            return .success(try await dispatch(method, params, &context))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private func multicall(_ params: [JSONValue], _ context: inout CallContext) async -> Result<JSONValue, RPCError> {
+        guard let calls = params.first?.array else { return .failure(.invalidParams("system.multicall takes an array of calls")) }
+        var results: [JSONValue] = []
+        for call in calls.prefix(1000) {
+            guard let name = call.object?["methodName"]?.string, name != "system.multicall" else {
+                results.append(["code": 1, "message": "each call needs a methodName (and no nested system.multicall)"])
+                continue
+            }
+            switch await self.call(name, call.object?["params"]?.array ?? [], &context) {
+            case .success(let value): results.append([value])
+            case .failure(let error): results.append(["code": .number(Double(error.code)), "message": .string(error.message)])
+            }
+        }
+        return .success(.array(results))
+    }
+
+    // MARK: - Methods
+
+    private func dispatch(_ method: String, _ p: [JSONValue], _ context: inout CallContext) async throws(RPCError) -> JSONValue {
+        switch method {
+        case "aria2.addUri":
+            guard let uris = p.first?.array?.compactMap(\.string), !uris.isEmpty else {
+                throw RPCError.invalidParams("addUri takes an array of URIs first")
+            }
+            let options = try Self.options(p.count > 1 ? p[1] : nil)
+            let position = p.count > 2 ? p[2].integer : nil
+            return .string(try await daemon.add(uris: uris, options: options, position: position))
+        case "aria2.remove", "aria2.forceRemove":
+            let gid = try gid(p)
+            guard let job = daemon.job(gid), !job.state.isFinal, daemon.queue.remove(gid) else {
+                throw RPCError.failed("Active Download not found for GID#\(gid)")
+            }
+            try await daemon.recordQueueState(gid)
+            return .string(gid)
+        case "aria2.pause", "aria2.forcePause":
+            let gid = try gid(p)
+            guard daemon.job(gid).map({ !$0.state.isFinal }) == true, daemon.queue.pause(gid) else {
+                throw RPCError.failed("GID#\(gid) cannot be paused now")
+            }
+            try await daemon.recordQueueState(gid)
+            return .string(gid)
+        case "aria2.unpause":
+            let gid = try gid(p)
+            guard daemon.job(gid)?.state == .paused, daemon.queue.resume(gid) else {
+                throw RPCError.failed("GID#\(gid) cannot be unpaused now")
+            }
+            try await daemon.recordQueueState(gid)
+            return .string(gid)
+        case "aria2.pauseAll", "aria2.forcePauseAll", "aria2.unpauseAll":
+            let pausing = method != "aria2.unpauseAll"
+            if pausing { daemon.queue.pauseAll() } else { daemon.queue.resumeAll() }
+            for job in daemon.allJobs() where !job.state.isFinal { try await daemon.recordQueueState(job.gid) }
+            return "OK"
+        case "aria2.tellStatus":
+            let gid = try gid(p)
+            guard let status = status(gid, keys: Self.keys(p.count > 1 ? p[1] : nil)) else { throw RPCError.notFound(gid) }
+            return status
+        case "aria2.getUris":
+            guard let job = daemon.job(try gid(p)) else { throw RPCError.notFound(try gid(p)) }
+            return .array(Self.uris(job))
+        case "aria2.getFiles":
+            guard let files = status(try gid(p), keys: ["files"])?.object?["files"] else { throw RPCError.notFound(try gid(p)) }
+            return files
+        case "aria2.getServers":
+            let gid = try gid(p)
+            guard let job = daemon.job(gid), job.state == .active, let snapshot = daemon.queue.snapshot(gid) else {
+                throw RPCError.failed("Active Download not found for GID#\(gid)")
+            }
+            let speed = Int64(snapshot.progress?.bytesPerSecond ?? 0)
+            let servers: [JSONValue] = job.uris.prefix(1).map {
+                ["uri": .string($0), "currentUri": .string($0), "downloadSpeed": .string(String(speed))]
+            }
+            return [["index": "1", "servers": .array(servers)]]
+        case "aria2.tellActive":
+            let keys = Self.keys(p.first)
+            return .array(ordered(where: { $0 == .active }).compactMap { status($0.gid, keys: keys) })
+        case "aria2.tellWaiting":
+            let list = ordered(where: { $0 == .waiting || $0 == .paused })
+            return .array(try Self.window(list, p).compactMap { status($0.gid, keys: Self.keys(p.count > 2 ? p[2] : nil)) })
+        case "aria2.tellStopped":
+            let list = daemon.allJobs().filter(\.state.isFinal).sorted { ($0.finishedAt ?? 0, $0.order) < ($1.finishedAt ?? 0, $1.order) }
+            return .array(try Self.window(list, p).compactMap { status($0.gid, keys: Self.keys(p.count > 2 ? p[2] : nil)) })
+        case "aria2.changePosition":
+            let gid = try gid(p)
+            guard p.count >= 3, let offset = p[1].integer, let how = p[2].string else {
+                throw RPCError.invalidParams("changePosition takes a GID, a position and POS_SET, POS_CUR or POS_END")
+            }
+            let live = ordered(where: { !$0.isFinal })
+            guard let current = live.firstIndex(where: { $0.gid == gid }) else { throw RPCError.notFound(gid) }
+            let target: Int = switch how {
+            case "POS_SET": offset
+            case "POS_CUR": current + offset
+            case "POS_END": live.count - 1 + offset
+            default: throw RPCError.invalidParams("how must be POS_SET, POS_CUR or POS_END")
+            }
+            let moved = try await daemon.move(gid, to: max(0, min(live.count - 1, target)))
+            return .number(Double(moved))
+        case "aria2.changeOption":
+            let gid = try gid(p)
+            let options = try Self.options(p.count > 1 ? p[1] : nil)
+            guard daemon.job(gid).map({ !$0.state.isFinal }) == true else { throw RPCError.notFound(gid) }
+            for (name, _) in options where name != "max-download-limit" {
+                throw RPCError.invalidParams("option \(name.prefix(64)) cannot be changed while a download is in the queue; "
+                    + "only max-download-limit can")
+            }
+            if let value = options["max-download-limit"] {
+                let rate = try Aria2Options.size("max-download-limit", value, atLeast: 0)
+                _ = daemon.queue.setBytesPerSecond(rate == 0 ? nil : rate, for: gid)
+                try await daemon.update(gid) { job in
+                    job.bytesPerSecond = rate == 0 ? nil : rate
+                    job.options["max-download-limit"] = value
+                }
+            }
+            return "OK"
+        case "aria2.getOption":
+            let gid = try gid(p)
+            guard let job = daemon.job(gid) else { throw RPCError.notFound(gid) }
+            var options = daemon.state.withLockedValue { $0.globalOptions }
+            options.removeValue(forKey: "max-concurrent-downloads")
+            options.removeValue(forKey: "max-overall-download-limit")
+            options["dir"] = FilePathLite.parent(job.destination)
+            options["out"] = FilePathLite.lastComponent(job.destination)
+            for (name, value) in job.options where name != "dir" && name != "out" { options[name] = value }
+            return .object(options.mapValues { .string($0) })
+        case "aria2.changeGlobalOption":
+            try changeGlobal(try Self.options(p.first))
+            return "OK"
+        case "aria2.getGlobalOption":
+            return .object(daemon.state.withLockedValue { $0.globalOptions }.mapValues { .string($0) })
+        case "aria2.getGlobalStat":
+            let jobs = daemon.allJobs()
+            let speed = daemon.queue.snapshots().reduce(0.0) { $0 + ($1.state == .active ? $1.progress?.bytesPerSecond ?? 0 : 0) }
+            let stopped = jobs.filter(\.state.isFinal).count
+            return ["downloadSpeed": .string(String(Int64(speed))), "uploadSpeed": "0",
+                    "numActive": .string(String(jobs.filter { $0.state == .active }.count)),
+                    "numWaiting": .string(String(jobs.filter { $0.state == .waiting || $0.state == .paused }.count)),
+                    "numStopped": .string(String(stopped)), "numStoppedTotal": .string(String(stopped))]
+        case "aria2.purgeDownloadResult":
+            try await daemon.purge(daemon.allJobs().filter(\.state.isFinal).map(\.gid))
+            return "OK"
+        case "aria2.removeDownloadResult":
+            let gid = try gid(p)
+            guard let job = daemon.job(gid), job.state.isFinal else { throw RPCError.failed("Could not remove download result of GID#\(gid)") }
+            try await daemon.purge([gid])
+            return "OK"
+        case "aria2.getVersion":
+            return ["version": .string(splitfetchVersion), "enabledFeatures": ["HTTPS", "Message Digest", "Async DNS"]]
+        case "aria2.getSessionInfo":
+            return ["sessionId": .string(daemon.sessionID)]
+        case "aria2.saveSession":
+            return "OK"  // every change is committed as it happens
+        case "aria2.shutdown", "aria2.forceShutdown":
+            context.shutdown = true
+            return "OK"
+        case "system.listMethods":
+            return .array(Self.methods.map { .string($0) })
+        case "system.listNotifications":
+            return .array(Self.notifications.map { .string($0) })
+        case "splitfetch.tellConnections":
+            let gid = try gid(p)
+            guard daemon.job(gid) != nil else { throw RPCError.notFound(gid) }
+            return try Self.json(daemon.queue.snapshot(gid)?.progress?.connections ?? [])
+        case "splitfetch.getStatistics":
+            let gid = try gid(p)
+            guard let job = daemon.job(gid) else { throw RPCError.notFound(gid) }
+            guard let statistics = daemon.queue.snapshot(gid)?.statistics else {
+                return ["gid": .string(gid), "state": .string(job.state.rawValue), "sha256": job.sha256.map { .string($0) } ?? .null]
+            }
+            return try Self.json(statistics)
+        default:
+            throw RPCError.methodNotFound(method)
+        }
+    }
+
+    private func changeGlobal(_ options: [String: String]) throws(RPCError) {
+        for (name, value) in options.sorted(by: { $0.key < $1.key }) {
+            switch name {
+            case "max-overall-download-limit":
+                let rate = try Aria2Options.size(name, value, atLeast: 0)
+                daemon.queue.setBytesPerSecond(rate == 0 ? nil : rate)
+            case "max-concurrent-downloads":
+                daemon.queue.setMaximumActive(try Aria2Options.count(name, value, in: 1...1000))
+            default:
+                if Aria2Options.isDaemonOnly(name) {
+                    throw RPCError.forbidden("option \(name) can only be set in the daemon's configuration, not through the API")
+                }
+                throw RPCError.invalidParams("option \(name.prefix(64)) cannot be changed through changeGlobalOption")
+            }
+            daemon.state.withLockedValue { $0.globalOptions[name] = value }
+        }
+    }
+
+    // MARK: - Shapes
+
+    private func gid(_ p: [JSONValue]) throws(RPCError) -> String {
+        guard let gid = p.first?.string, !gid.isEmpty, gid.count <= 64 else { throw RPCError.invalidParams("a GID is expected") }
+        return gid
+    }
+
+    /// Unfinished jobs of these states, in queue order.
+    private func ordered(where include: (DownloadState) -> Bool) -> [Job] {
+        daemon.allJobs().filter { include($0.state) }.sorted { ($0.priority, -$0.order) > ($1.priority, -$1.order) }
+    }
+
+    /// aria2's `offset, num` window: a negative offset counts from the end, in reverse order.
+    static func window(_ list: [Job], _ p: [JSONValue]) throws(RPCError) -> ArraySlice<Job> {
+        guard p.count >= 2, let offset = p[0].integer, let count = p[1].integer, count >= 0 else {
+            throw RPCError.invalidParams("offset and num are expected")
+        }
+        if offset >= 0 {
+            guard offset < list.count else { return [] }
+            return list[offset..<min(list.count, offset + count)]
+        }
+        let reversed = Array(list.reversed())
+        let start = -offset - 1
+        guard start < reversed.count else { return [] }
+        return reversed[start..<min(reversed.count, start + count)]
+    }
+
+    static func keys(_ value: JSONValue?) -> Set<String>? {
+        guard let array = value?.array else { return nil }
+        return Set(array.compactMap(\.string))
+    }
+
+    static func options(_ value: JSONValue?) throws(RPCError) -> [String: String] {
+        guard let value, value != .null else { return [:] }
+        guard let object = value.object else { throw RPCError.invalidParams("options must be an object") }
+        var options: [String: String] = [:]
+        for (name, value) in object {
+            switch value {
+            case .string(let s): options[name] = s
+            case .number: options[name] = value.integer.map(String.init) ?? "\(value)"
+            case .bool(let b): options[name] = b ? "true" : "false"
+            case .array(let items): options[name] = items.compactMap(\.string).joined(separator: "\n")
+            default: throw RPCError.invalidParams("option \(name.prefix(64)) must be a string")
+            }
+        }
+        return options
+    }
+
+    static func uris(_ job: Job) -> [JSONValue] {
+        job.uris.enumerated().map { ["uri": .string($1), "status": $0 == 0 ? "used" : "waiting"] }
+    }
+
+    static func json(_ value: some Encodable) throws(RPCError) -> JSONValue {
+        do {
+            return try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(value))
+        } catch {
+            throw RPCError.failed("\(error)")
+        }
+    }
+
+    /// aria2's status of one job, with only `keys` if given.
+    func status(_ gid: String, keys: Set<String>?) -> JSONValue? {
+        guard let job = daemon.job(gid) else { return nil }
+        let snapshot = job.state.isFinal ? nil : daemon.queue.snapshot(gid)
+        let total = snapshot?.progress?.totalBytes ?? job.totalLength ?? 0
+        let done = snapshot?.progress?.bytesWritten ?? job.completedLength ?? 0
+        let speed = job.state == .active ? Int64(snapshot?.progress?.bytesPerSecond ?? 0) : 0
+        let connections = job.state == .active ? snapshot?.progress?.activeConnections ?? 0 : 0
+        let status: String = switch job.state {
+        case .failed: "error"
+        case let state: state.rawValue
+        }
+        let file: JSONValue = ["index": "1", "path": .string(job.destination), "length": .string(String(total)),
+                               "completedLength": .string(String(done)), "selected": "true", "uris": .array(Self.uris(job))]
+        var fields: [String: JSONValue] = [
+            "gid": .string(gid), "status": .string(status), "totalLength": .string(String(total)),
+            "completedLength": .string(String(done)), "uploadLength": "0", "downloadSpeed": .string(String(speed)),
+            "uploadSpeed": "0", "connections": .string(String(connections)), "numPieces": "1",
+            "pieceLength": .string(String(max(total, 1))), "dir": .string(FilePathLite.parent(job.destination)),
+            "files": [file], "verifiedLength": "0", "verifyIntegrityPending": "false", "numSeeders": "0", "seeder": "false",
+        ]
+        if job.state == .failed {
+            fields["errorCode"] = "1"
+            fields["errorMessage"] = .string(job.errorMessage ?? "failed")
+        } else if job.state == .complete || job.state == .removed {
+            fields["errorCode"] = "0"
+        }
+        if let sha256 = job.sha256 { fields["splitfetch.sha256"] = .string(sha256) }
+        if let keys { fields = fields.filter { keys.contains($0.key) } }
+        return .object(fields)
+    }
+}
+
+/// Path text without Foundation.
+enum FilePathLite {
+    static func parent(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    static func lastComponent(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return path }
+        return String(path[path.index(after: slash)...])
+    }
+}

@@ -1,0 +1,136 @@
+import FoundationEssentials
+import GRDB
+import Splitfetch
+
+/// The daemon's jobs in an SQLite file, through GRDB: WAL mode with `synchronous = FULL`, so
+/// a committed transaction is on disk when the call returns, and readers never wait for the
+/// writer. GRDB runs every statement on its own dispatch queue, not on Swift's cooperative pool.
+public final class SQLiteJobStore: JobStore {
+    public let path: String
+    private let pool: DatabasePool
+
+    /// Opens (or creates) the database at `path` and migrates its schema.
+    ///
+    /// - Throws: ``StoreError`` when the file is not a database, is damaged, or cannot be opened.
+    public init(path: String) throws(StoreError) {
+        self.path = path
+        var configuration = Configuration()
+        configuration.label = "splitfetch-jobs"
+        configuration.prepareDatabase { db in
+            // FULL: each commit syncs the WAL, so an acknowledged job survives a power cut
+            // (NORMAL would keep the last commits only until the next checkpoint).
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            let check = try pool.read { db in try String.fetchOne(db, sql: "PRAGMA quick_check") }
+            guard check == "ok" else { throw StoreError.damaged(path: path, detail: check ?? "no answer") }
+            try Self.migrator.migrate(pool)
+        } catch let error as StoreError {
+            throw error
+        } catch let error as DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+                throw .damaged(path: path, detail: error.message ?? "\(error.resultCode)")
+            default:
+                throw .cannotOpen(path: path, detail: "\(error)")
+            }
+        } catch {
+            throw .cannotOpen(path: path, detail: "\(error)")
+        }
+    }
+
+    /// Versioned migrations: a schema is only ever added to.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: jobs") { db in
+            try db.execute(sql: """
+                CREATE TABLE job (
+                    gid TEXT PRIMARY KEY NOT NULL,
+                    sortOrder REAL NOT NULL,
+                    uris TEXT NOT NULL,
+                    destination TEXT NOT NULL,
+                    options TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    priority INTEGER NOT NULL,
+                    bytesPerSecond INTEGER,
+                    totalLength INTEGER,
+                    completedLength INTEGER,
+                    sha256 TEXT,
+                    errorCode TEXT,
+                    errorMessage TEXT,
+                    addedAt REAL NOT NULL,
+                    finishedAt REAL
+                );
+                CREATE INDEX job_order ON job(sortOrder);
+                """)
+        }
+        return migrator
+    }
+
+    public func loadAll() async throws -> [Job] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM job").map(Self.job(from:))
+        }
+    }
+
+    public func save(upserting: [Job], deleting: [String]) async throws {
+        guard !upserting.isEmpty || !deleting.isEmpty else { return }
+        let rows = try upserting.map(Self.arguments(of:))
+        try await pool.write { db in
+            for arguments in rows {
+                try db.execute(sql: """
+                    INSERT OR REPLACE INTO job (gid, sortOrder, uris, destination, options, state, priority, bytesPerSecond,
+                        totalLength, completedLength, sha256, errorCode, errorMessage, addedAt, finishedAt)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: arguments)
+            }
+            for gid in deleting {
+                try db.execute(sql: "DELETE FROM job WHERE gid = ?", arguments: [gid])
+            }
+        }
+    }
+
+    private static func arguments(of job: Job) throws -> StatementArguments {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let uris = String(decoding: try encoder.encode(job.uris), as: UTF8.self)
+        let options = String(decoding: try encoder.encode(job.options), as: UTF8.self)
+        return [job.gid, job.order, uris, job.destination, options, job.state.rawValue, job.priority, job.bytesPerSecond,
+                job.totalLength, job.completedLength, job.sha256, job.errorCode, job.errorMessage, job.addedAt, job.finishedAt]
+    }
+
+    private static func job(from row: Row) throws -> Job {
+        let decoder = JSONDecoder()
+        let uris = try decoder.decode([String].self, from: Data((row["uris"] as String).utf8))
+        let options = try decoder.decode([String: String].self, from: Data((row["options"] as String).utf8))
+        var job = Job(gid: row["gid"], order: row["sortOrder"], uris: uris, destination: row["destination"], options: options,
+                      state: DownloadState(rawValue: row["state"]), priority: row["priority"],
+                      bytesPerSecond: row["bytesPerSecond"], addedAt: row["addedAt"])
+        job.totalLength = row["totalLength"]
+        job.completedLength = row["completedLength"]
+        job.sha256 = row["sha256"]
+        job.errorCode = row["errorCode"]
+        job.errorMessage = row["errorMessage"]
+        job.finishedAt = row["finishedAt"]
+        return job
+    }
+}
+
+/// Why the store could not be opened.
+public enum StoreError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// The file is not a database or fails its integrity check.
+    case damaged(path: String, detail: String)
+    case cannotOpen(path: String, detail: String)
+
+    public var description: String {
+        switch self {
+        case .damaged(let path, let detail):
+            "the job database \(path) is damaged (\(detail)). Nothing was changed. To recover: stop the daemon, "
+                + "move the file (and its -wal and -shm files) aside, and start again: the queue starts empty, and "
+                + "`splitfetch --list-partials DIR` still finds the partial downloads to add again"
+        case .cannotOpen(let path, let detail):
+            "cannot open the job database \(path): \(detail)"
+        }
+    }
+}

@@ -1,0 +1,144 @@
+import ArgumentParser
+import FoundationEssentials
+import Glibc
+import Logging
+import Splitfetch
+import SplitfetchDaemon
+import SystemPackage
+
+/// `splitfetch serve` (the one-shot tool runs this binary for it): the download daemon.
+@main
+struct DaemonCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "splitfetch-daemon",
+        abstract: "The Splitfetch download daemon: a durable queue behind aria2's JSON-RPC.",
+        subcommands: [Serve.self],
+        defaultSubcommand: Serve.self
+    )
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the daemon until SIGTERM, SIGINT or aria2.shutdown.",
+        discussion: """
+            The RPC secret comes from --secret-file, else from the environment variable \
+            \(Secret.environmentVariable), else from STATE-DIR/secret, created (mode 0600) at first start. \
+            It is never taken from the command line.
+            """
+    )
+
+    @Option(help: "Address and port to listen on (loopback unless told otherwise).")
+    var listen = "127.0.0.1:6800"
+    @Option(help: "Where the job database, the secret and the lock live (default: $XDG_STATE_HOME/splitfetch or ~/.local/state/splitfetch).")
+    var stateDir: String?
+    @Option(help: "The download root: every download goes under it (default: the current directory).")
+    var dir: String?
+    @Option(help: "A file holding the RPC secret (mode 0600).")
+    var secretFile: String?
+    @Option(name: [.customShort("j"), .customLong("max-concurrent-downloads")], help: "Downloads at once.")
+    var maxConcurrentDownloads = 5
+    @Option(name: [.customShort("n"), .customLong("split")], help: "Connections per download, unless a download says otherwise.")
+    var split = 8
+    @Option(help: "Rate limit for the whole queue in bytes per second (K and M suffixes); 0 for none.")
+    var maxOverallDownloadLimit = "0"
+    @Option(help: "An Origin allowed to call the API besides the daemon's own (repeatable), e.g. chrome-extension://ID.")
+    var allowOrigin: [String] = []
+    @Option(help: "A Host name the daemon may be reached by besides its address and localhost (repeatable).")
+    var allowHost: [String] = []
+    @Option(help: "Write every queue event as a JSON line to this file.")
+    var events: String?
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel = "info"
+
+    func run() async throws {
+        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        var logger = Logger(label: "splitfetch.daemon")
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
+            throw ValidationError("--listen must be HOST:PORT")
+        }
+        var host = String(listen[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let state = FilePath(stateDir ?? Self.defaultStateDirectory())
+        try Self.makeDirectories(state)
+        let lock = try Self.lock(state.appending("lock"))
+        defer { close(lock) }
+        let secret = try Secret.load(file: secretFile.map { FilePath($0) }, stateDirectory: state)
+        let root = try DownloadRoot(FilePath(dir ?? FileSystemCWD.current))
+        let limit = try Aria2Options.size("--max-overall-download-limit", maxOverallDownloadLimit, atLeast: 0)
+        let store = try SQLiteJobStore(path: state.appending("jobs.sqlite").string)
+        var defaults = DownloadOptions()
+        defaults.connections = split
+        let daemon = try await Daemon(store: store, root: root, maximumActive: maxConcurrentDownloads,
+                                      bytesPerSecond: limit == 0 ? nil : limit, defaults: defaults, logger: logger)
+        let eventWriter = try events.map { try EventFile(path: $0, daemon: daemon) }
+        let rpc = Aria2RPC(daemon: daemon, secret: secret)
+        var configuration = DaemonServer.Configuration(host: host, port: port)
+        configuration.allowedOrigins = allowOrigin
+        configuration.allowedHosts = allowHost
+        let (log, address) = (logger, host)
+        try await DaemonServer.run(daemon: daemon, rpc: rpc, configuration: configuration, logger: logger) { bound in
+            log.notice("listening", metadata: ["address": "\(address):\(bound)", "root": "\(root.path)", "state": "\(state)"])
+        }
+        await eventWriter?.finish()
+    }
+
+    static func defaultStateDirectory() -> String {
+        if let xdg = getenv("XDG_STATE_HOME"), xdg.pointee != 0 { return String(cString: xdg) + "/splitfetch" }
+        let home = getenv("HOME").map { String(cString: $0) } ?? "."
+        return home + "/.local/state/splitfetch"
+    }
+
+    static func makeDirectories(_ path: FilePath) throws {
+        var current = FilePath(path.isAbsolute ? "/" : ".")
+        for component in path.components {
+            current.append(component)
+            if mkdir(current.string, 0o700) != 0 && errno != EEXIST {
+                throw ValidationError("cannot create \(current): \(Errno(rawValue: errno))")
+            }
+        }
+    }
+
+    /// Holds the state directory's lock for the daemon's life: a second daemon refuses to start.
+    static func lock(_ path: FilePath) throws -> Int32 {
+        let fd = open(path.string, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ValidationError("cannot open \(path): \(Errno(rawValue: errno))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            close(fd)
+            throw ValidationError("another daemon uses the state directory \(path.removingLastComponent()) (its lock is held)")
+        }
+        return fd
+    }
+}
+
+enum FileSystemCWD {
+    static var current: String {
+        guard let path = getcwd(nil, 0) else { return "." }
+        defer { free(path) }
+        return String(cString: path)
+    }
+}
+
+/// `--events FILE`: the queue's events as JSON lines, the library's encoding.
+final class EventFile: Sendable {
+    let task: Task<Void, Never>
+
+    init(path: String, daemon: Daemon) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ValidationError("cannot open \(path): \(Errno(rawValue: errno))") }
+        let events = daemon.queue.subscribe(keepingProgress: 16)
+        task = Task.detached {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            for await event in events {
+                guard var line = try? encoder.encode(event) else { continue }
+                line.append(0x0A)
+                _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            }
+            close(fd)
+        }
+    }
+
+    func finish() async { await task.value }
+}

@@ -1,0 +1,284 @@
+import FoundationEssentials
+import Glibc
+import Logging
+import Splitfetch
+@testable import SplitfetchDaemon
+import SystemPackage
+import TestHTTPServer
+import Testing
+
+/// A fresh directory, removed (with everything under it) afterwards.
+func withTemporaryDirectory<R>(_ body: (String) async throws -> R) async throws -> R {
+    var template = Array("/tmp/splitfetch-daemon-test-XXXXXX".utf8CString)
+    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+    guard let made else { throw TestFailure("mkdtemp failed") }
+    let path = String(cString: made)
+    defer { removeTree(path) }
+    return try await body(path)
+}
+
+/// Removes a tree this test made (no symbolic link is followed: `unlink` removes the link).
+func removeTree(_ path: String) {
+    if let dir = opendir(path) {
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard name != ".", name != ".." else { continue }
+            let child = path + "/" + name
+            var info = stat()
+            if lstat(child, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { removeTree(child) } else { unlink(child) }
+        }
+        closedir(dir)
+    }
+    rmdir(path)
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+let testSecret = "0123456789abcdef0123456789abcdef"
+
+/// A daemon on a store in `dir/state`, downloading to `dir/root`.
+func makeDaemon(_ dir: String, maximumActive: Int = 3) async throws -> (Daemon, Aria2RPC) {
+    mkdir(dir + "/state", 0o700)
+    mkdir(dir + "/root", 0o755)
+    let store = try SQLiteJobStore(path: dir + "/state/jobs.sqlite")
+    let daemon = try await Daemon(store: store, root: try DownloadRoot(FilePath(dir + "/root")), maximumActive: maximumActive,
+                                  logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+    return (daemon, Aria2RPC(daemon: daemon, secret: try Secret(testSecret)))
+}
+
+extension Aria2RPC {
+    /// Calls `method` with the token and `params`; the result, or the error.
+    func call(_ method: String, _ params: JSONValue..., token: String = testSecret) async -> Result<JSONValue, RPCError> {
+        var context = CallContext()
+        return await call(method, [.string("token:" + token)] + params, &context)
+    }
+
+    func result(_ method: String, _ params: JSONValue...) async throws -> JSONValue {
+        var context = CallContext()
+        return try await call(method, [.string("token:" + testSecret)] + params, &context).get()
+    }
+}
+
+/// Waits (at most 30 s) until `condition` holds.
+func eventually(_ what: String, _ condition: () async -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(30)
+    while ContinuousClock.now < deadline {
+        if await condition() { return }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    throw TestFailure("timed out waiting: \(what)")
+}
+
+@Suite("Daemon")
+struct DaemonTests {
+    @Test func addedJobsDownloadAndSurviveARestart() async throws {
+        let server = try await TestServer(configuration: .init(rateLimit: 2 << 20))
+        defer { Task { await server.shutdown() } }
+        try await withTemporaryDirectory { dir in
+            let sizes: [Int64] = [300_000, 1 << 20, 2_500_000, 5 << 20]
+            var gids: [String] = []
+            do {
+                let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1)
+                for (index, size) in sizes.enumerated() {
+                    let url = server.url(size: size, name: "f\(index).bin", seed: UInt64(index))
+                    let gid = try await rpc.result("aria2.addUri", [.string(url)], ["out": .string("f\(index).bin")])
+                    gids.append(gid.string!)
+                }
+                // The second waits; pause it, so that it stays paused across the restart.
+                _ = try await rpc.result("aria2.pause", .string(gids[1]))
+                try await eventually("the first completes") { daemon.job(gids[0])?.state == .complete }
+                await daemon.shutdown()
+            }
+            // A new daemon on the same store: the finished one in the history, the paused one
+            // paused, the others back in the queue.
+            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 2)
+            #expect(daemon.job(gids[0])?.state == .complete)
+            #expect(daemon.job(gids[1])?.state == .paused)
+            let waiting = try await rpc.result("aria2.tellWaiting", 0, 10, ["gid", "status"])
+            #expect(waiting.array?.contains { $0.object?["gid"]?.string == gids[1] && $0.object?["status"] == "paused" } == true)
+            _ = try await rpc.result("aria2.unpause", .string(gids[1]))
+            try await eventually("all complete") { gids.allSatisfy { daemon.job($0)?.state == .complete } }
+            for (index, size) in sizes.enumerated() {
+                let file = dir + "/root/f\(index).bin"
+                #expect(try sha256HexOfFile(atPath: file) == SyntheticContent(size: size, seed: UInt64(index)).sha256Hex())
+            }
+            let stopped = try await rpc.result("aria2.tellStopped", 0, 100, ["gid", "status", "totalLength"])
+            #expect(stopped.array?.count == sizes.count)
+            _ = try await rpc.result("aria2.purgeDownloadResult")
+            #expect(try await rpc.result("aria2.tellStopped", 0, 100).array?.isEmpty == true)
+            await daemon.shutdown()
+            let reopened = try await SQLiteJobStore(path: dir + "/state/jobs.sqlite").loadAll()
+            #expect(reopened.isEmpty)
+        }
+    }
+
+    @Test func aWrongOrMissingTokenIsRefused() async throws {
+        try await withTemporaryDirectory { dir in
+            let (daemon, rpc) = try await makeDaemon(dir)
+            #expect(await rpc.call("aria2.getGlobalStat", token: "wrong") == .failure(.unauthorized))
+            var context = Aria2RPC.CallContext()
+            #expect(await rpc.call("aria2.getGlobalStat", [], &context) == .failure(.unauthorized))
+            #expect(context.unauthorized)
+            // Listing the methods needs no token, as in aria2.
+            #expect(try await rpc.call("system.listMethods", [], &context).get().array?.contains("aria2.addUri") == true)
+            let reply = await rpc.reply(to: Array("{not json".utf8))
+            let answer = try JSONDecoder().decode(JSONValue.self, from: Data(reply.body))
+            #expect(answer.object?["error"]?.object?["code"] == .number(-32700))
+            await daemon.shutdown()
+        }
+    }
+
+    @Test("options the API may not set, and paths that leave the root, are refused", arguments: [
+        ["on-download-complete": "/bin/sh"],
+        ["log": "/tmp/x.log"],
+        ["save-session": "/tmp/session"],
+        ["dir": "/etc"],
+        ["dir": "../outside"],
+        ["out": "../escape.bin"],
+        ["out": "/etc/passwd"],
+        ["dir": "link"],
+        ["no-such-option": "1"],
+    ])
+    func refusedOptions(options: [String: String]) async throws {
+        try await withTemporaryDirectory { dir in
+            let (daemon, rpc) = try await makeDaemon(dir)
+            // A subdirectory of the root that is a symbolic link to outside it.
+            symlink("/tmp", dir + "/root/link")
+            let result = await rpc.call("aria2.addUri", ["http://127.0.0.1:9/file.bin"],
+                                        .object(options.mapValues { .string($0) }))
+            guard case .failure(let error) = result else { Issue.record("accepted \(options)"); return }
+            #expect(error.code == 1)
+            #expect(daemon.allJobs().isEmpty)
+            await daemon.shutdown()
+        }
+    }
+
+    @Test func theWaitingWindowCountsFromEitherEnd() throws {
+        let jobs = (0..<5).map { Job(gid: "g\($0)", order: Double($0), uris: ["u"], destination: "/d\($0)", options: [:],
+                                     state: .waiting, addedAt: 0) }
+        #expect(try Aria2RPC.window(jobs, [1, 2]).map(\.gid) == ["g1", "g2"])
+        #expect(try Aria2RPC.window(jobs, [-1, 2]).map(\.gid) == ["g4", "g3"])
+        #expect(try Aria2RPC.window(jobs, [9, 2]).isEmpty)
+        #expect(throws: RPCError.self) { try Aria2RPC.window(jobs, [1]) }
+    }
+}
+
+@Suite("Daemon parts")
+struct DaemonPartTests {
+    @Test func theSecretMatchesOnlyItself() throws {
+        let secret = try Secret(testSecret)
+        #expect(secret.matches(testSecret))
+        #expect(!secret.matches(testSecret + "x"))
+        #expect(!secret.matches(String(testSecret.dropLast())))
+        #expect(!secret.matches(""))
+        #expect("\(secret)" == "<secret>")
+        #expect(throws: RPCError.self) { try Secret("short") }
+    }
+
+    @Test func aGeneratedSecretIsReadableByItsOwnerOnly() async throws {
+        try await withTemporaryDirectory { dir in
+            let first = try Secret.load(file: nil, stateDirectory: FilePath(dir))
+            var info = stat()
+            #expect(stat(dir + "/secret", &info) == 0 && info.st_mode & 0o777 == 0o600)
+            let second = try Secret.load(file: nil, stateDirectory: FilePath(dir))
+            let text = try String(decoding: readAll(dir + "/secret"), as: UTF8.self).trimmingWhitespace
+            #expect(first.matches(text) && second.matches(text))
+            chmod(dir + "/secret", 0o644)
+            #expect(throws: RPCError.self) { try Secret.load(file: FilePath(dir + "/secret"), stateDirectory: FilePath(dir)) }
+        }
+    }
+
+    @Test("aria2 options map onto Splitfetch's", arguments: [
+        (["split": "4"], 4, nil as Int64?, false),
+        (["split": "16", "max-connection-per-server": "2"], 2, nil, false),
+        (["max-download-limit": "512K"], 8, Int64(512 << 10), false),
+        (["max-download-limit": "0", "pause": "true"], 8, nil, true),
+        (["allow-overwrite": "true", "bt-max-peers": "3"], 8, nil, false),
+    ])
+    func optionsMap(values: [String: String], connections: Int, rate: Int64?, paused: Bool) async throws {
+        try await withTemporaryDirectory { dir in
+            let parsed = try Aria2Options.parse(values, base: DownloadOptions(), root: DownloadRoot(FilePath(dir)), perDownload: true)
+            #expect(parsed.options.connections == connections)
+            #expect(parsed.bytesPerSecond == rate)
+            #expect(parsed.paused == paused)
+            #expect(parsed.reported == values)
+        }
+    }
+
+    @Test func aChecksumAndHeadersAreTyped() async throws {
+        try await withTemporaryDirectory { dir in
+            let hex = String(repeating: "ab", count: 32)
+            let parsed = try Aria2Options.parse(["checksum": "sha-256=" + hex, "header": "X-A: 1\nX-B: 2", "min-split-size": "2M"],
+                                                base: DownloadOptions(), root: DownloadRoot(FilePath(dir)), perDownload: true)
+            #expect(parsed.options.integrity.expectedDigests.first?.digest.hex == hex)
+            #expect(parsed.options.headers.map(\.name) == ["X-A", "X-B"])
+            #expect(parsed.options.minimumSegmentSize == 2 << 20)
+            #expect(throws: RPCError.self) {
+                try Aria2Options.parse(["checksum": "sha-256=zz"], base: DownloadOptions(), root: DownloadRoot(FilePath(dir)), perDownload: true)
+            }
+        }
+    }
+
+    @Test func directoriesStayUnderTheRoot() async throws {
+        try await withTemporaryDirectory { dir in
+            let root = try DownloadRoot(FilePath(dir))
+            #expect(try root.directory("a/b").string == root.path.string + "/a/b")
+            #expect(try root.directory(root.path.string + "/a").string == root.path.string + "/a")
+            #expect(try root.file("x/y.bin", in: root.path).string == root.path.string + "/x/y.bin")
+            symlink("/", dir + "/up")
+            #expect(throws: RPCError.self) { try root.directory("up") }
+            #expect(throws: RPCError.self) { try root.directory("up/etc") }
+            #expect(throws: RPCError.self) { try root.directory("a/../../etc") }
+            #expect(throws: RPCError.self) { try root.file("../x", in: root.path) }
+            #expect(throws: RPCError.self) { try root.file("up/x", in: root.path) }
+        }
+    }
+
+    @Test func theStoreKeepsEveryFieldAndRefusesADamagedFile() async throws {
+        try await withTemporaryDirectory { dir in
+            let path = dir + "/jobs.sqlite"
+            var job = Job(gid: "00000000000000ab", order: 1.5, uris: ["http://a/x", "http://b/x"], destination: "/r/x",
+                          options: ["split": "4"], state: .complete, priority: 2, bytesPerSecond: 100, addedAt: 10)
+            job.totalLength = 7
+            job.completedLength = 7
+            job.sha256 = "cafe"
+            job.finishedAt = 11
+            var failed = job
+            failed.gid = "00000000000000ac"
+            failed.state = .failed
+            failed.errorCode = "http"
+            failed.errorMessage = "404"
+            do {
+                let store = try SQLiteJobStore(path: path)
+                try await store.save(upserting: [job, failed], deleting: [])
+                try await store.save(upserting: [], deleting: [failed.gid])
+            }
+            let loaded = try await SQLiteJobStore(path: path).loadAll()
+            #expect(loaded == [job])
+            // Not a database: refused, and the file is left as it was.
+            let junk = dir + "/junk.sqlite"
+            let fd = open(junk, O_WRONLY | O_CREAT, 0o600)
+            _ = write(fd, String(repeating: "not a database ", count: 400), 6000)
+            close(fd)
+            #expect(throws: StoreError.self) { try SQLiteJobStore(path: junk) }
+            #expect(try readAll(junk).count == 6000)
+        }
+    }
+}
+
+func readAll(_ path: String) throws -> [UInt8] {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { throw TestFailure("cannot open \(path)") }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = read(fd, &buffer, buffer.count)
+        if count <= 0 { break }
+        bytes += buffer[..<count]
+    }
+    return bytes
+}

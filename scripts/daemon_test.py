@@ -1,0 +1,368 @@
+"""End-to-end tests of `splitfetch serve` (scripts/e2e-daemon runs this; see it for the set-up).
+
+Every server here (the project's test server, the daemon) listens on 127.0.0.1 with a free port,
+is started by this script and stopped by its PID. The daemon is driven by aria2p, a real aria2
+client from PyPI (its library and its command line), and by raw HTTP for what aria2p cannot say
+(wrong Host, foreign Origin, malformed JSON, a 64 MiB body, idle connections).
+"""
+import hashlib
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import aria2p
+
+PASSED, FAILED = 0, 0
+
+
+def check(ok, what, detail=""):
+    global PASSED, FAILED
+    if ok:
+        PASSED += 1
+        print(f"ok   - {what}", flush=True)
+    else:
+        FAILED += 1
+        print(f"FAIL - {what}{' (' + str(detail)[:400] + ')' if detail else ''}", flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, seconds=20):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class TestServer:
+    """The project's test server: /size/N/seed/S/NAME serves N seeded bytes, /__stats counts."""
+
+    def __init__(self, binary, work, rate=0):
+        self.binary = binary
+        port_file = os.path.join(work, f"server-port-{random.random()}")
+        self.proc = subprocess.Popen([binary, "serve", "--rate", str(rate), "--port-file", port_file],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 20
+        while not (os.path.exists(port_file) and open(port_file).read().strip()) and time.time() < deadline:
+            time.sleep(0.05)
+        self.port = int(open(port_file).read())
+
+    def url(self, size, seed, name):
+        return f"http://127.0.0.1:{self.port}/size/{size}/seed/{seed}/{name}"
+
+    def want(self, size, seed):
+        return subprocess.run([self.binary, "hash", str(size), "--seed", str(seed)], capture_output=True, text=True,
+                              check=True).stdout.split()[0]
+
+    def body_bytes(self):
+        with socket.create_connection(("127.0.0.1", self.port)) as s:
+            s.sendall(b"GET /__stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        return json.loads(data.split(b"\r\n\r\n", 1)[1])["bodyBytes"]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+class Daemon:
+    """`splitfetch serve` on a state directory and a download root, started and stopped by PID."""
+
+    def __init__(self, binary, state, root, port, extra=()):
+        self.binary, self.state, self.root, self.port, self.extra = binary, state, root, port, list(extra)
+        self.log = state + ".log"
+        self.proc = None
+
+    def start(self):
+        log = open(self.log, "ab")
+        self.proc = subprocess.Popen([self.binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--state-dir", self.state,
+                                      "--dir", self.root, *self.extra], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        if not wait_port(self.port):
+            raise RuntimeError("the daemon did not start: " + open(self.log).read()[-2000:])
+        return self
+
+    def secret(self):
+        return open(os.path.join(self.state, "secret")).read().strip()
+
+    def api(self):
+        return aria2p.API(aria2p.Client(host="http://127.0.0.1", port=self.port, secret=self.secret(), timeout=30))
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def rss_kib(self):
+        for line in open(f"/proc/{self.proc.pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+
+def raw(port, body, headers=None, host=None):
+    """POST /jsonrpc with exactly these headers; (status, parsed JSON or None)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.putrequest("POST", "/jsonrpc", skip_host=True)
+    conn.putheader("Host", host or f"127.0.0.1:{port}")
+    for name, value in (headers or {}).items():
+        conn.putheader(name, value)
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    conn.putheader("Content-Length", str(len(data)))
+    conn.endheaders()
+    conn.send(data)
+    response = conn.getresponse()
+    text = response.read()
+    conn.close()
+    try:
+        return response.status, json.loads(text)
+    except ValueError:
+        return response.status, None
+
+
+def call(port, method, *params, token=None):
+    body = {"jsonrpc": "2.0", "id": "t", "method": method, "params": ([f"token:{token}"] if token else []) + list(params)}
+    return raw(port, body)
+
+
+def wait_for(what, condition, seconds=120):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    print(f"# timed out: {what}", flush=True)
+    return False
+
+
+def library_and_cli(daemon_bin, server, work, aria2p_cli):
+    """aria2p's library and command line: add, list, pause, resume, remove, wait for completion."""
+    state, root = os.path.join(work, "lib-state"), os.path.join(work, "lib-root")
+    os.makedirs(root)
+    d = Daemon(daemon_bin, state, root, free_port(), ["-j", "2"]).start()
+    try:
+        api = d.api()
+        files = [(i, 200_000 + i * 400_123) for i in range(6)]
+        downloads = [api.add_uris([server.url(size, seed, f"lib{seed}.bin")], options={"out": f"lib{seed}.bin"})
+                     for seed, size in files]
+        check(len({x.gid for x in downloads}) == 6 and all(len(x.gid) == 16 for x in downloads),
+              "aria2p add_uris: six GIDs of 16 hex digits")
+        listed = {x.gid for x in api.get_downloads()}
+        check(listed >= {x.gid for x in downloads}, "aria2p get_downloads lists every download",
+              f"missing {sorted({x.gid for x in downloads} - listed)}, listed {sorted(listed)}")
+        last = downloads[-1]
+        check(api.pause([last]) == [True], "aria2p pause")
+        last.update()
+        check(last.status == "paused", "the paused download reports paused", last.status)
+        check(api.resume([last]) == [True], "aria2p resume")
+        victim = downloads[-2]
+        check(api.remove([victim]) == [True], "aria2p remove")
+        # aria2p removes the download, then its result (as aria2 keeps one): it is gone.
+        check(victim.gid not in {x.gid for x in api.get_downloads()}, "the removed download is gone from the list")
+        check(not os.path.exists(os.path.join(root, "lib4.bin")), "nothing is under a removed download's final name")
+        kept = [x for x in downloads if x.gid != victim.gid]
+        done = wait_for("aria2p downloads complete", lambda: all(api.get_download(x.gid).is_complete for x in kept))
+        check(done, "every download completes, as aria2p sees it")
+        good = sum(1 for seed, size in files if seed != 4 and os.path.exists(os.path.join(root, f"lib{seed}.bin"))
+                   and sha256(os.path.join(root, f"lib{seed}.bin")) == server.want(size, seed))
+        check(good == 5, "every completed file's SHA-256", f"{good} of 5")
+        stats = api.get_stats()
+        check(stats.num_stopped_total == 5 and stats.num_active == 0, "aria2p get_stats counts the stopped downloads",
+              f"{stats.num_stopped_total} stopped, {stats.num_active} active")
+
+        # The command line, with its own argument for the secret (the client's, not the daemon's).
+        base = [aria2p_cli, "--port", str(d.port), "--secret", d.secret()]
+        # Slow enough to pause while it runs.
+        check(api.set_global_options({"max-overall-download-limit": "1M"}), "aria2p set_global_options: a global rate limit")
+        url = server.url(3_000_000, 77, "cli.bin")
+        added = subprocess.run(base + ["add", url], capture_output=True, text=True, timeout=60)
+        check(added.returncode == 0 and "Created download" in added.stdout, "aria2p add (command line)", added.stdout + added.stderr)
+        gid = added.stdout.split()[-1] if added.returncode == 0 else ""
+        shown = subprocess.run(base + ["show"], capture_output=True, text=True, timeout=60)
+        check(shown.returncode == 0 and gid in shown.stdout, "aria2p show lists it", shown.stdout[-300:] + shown.stderr)
+        paused = subprocess.run(base + ["pause", gid], capture_output=True, text=True, timeout=60)
+        resumed = subprocess.run(base + ["resume", gid], capture_output=True, text=True, timeout=60)
+        check(paused.returncode == 0 and resumed.returncode == 0, "aria2p pause and resume (command line)",
+              paused.stderr + resumed.stderr)
+        api.set_global_options({"max-overall-download-limit": "0"})
+        done = wait_for("the command line's download completes", lambda: api.get_download(gid).is_complete)
+        check(done and sha256(os.path.join(root, "cli.bin")) == server.want(3_000_000, 77),
+              "the command line's download completes to its SHA-256")
+        removed = subprocess.run(base + ["remove", gid], capture_output=True, text=True, timeout=60)
+        check(removed.returncode == 0 and gid not in {x.gid for x in api.get_downloads()},
+              "aria2p remove (command line) drops a finished download's result", removed.stderr)
+        purged = subprocess.run(base + ["purge"], capture_output=True, text=True, timeout=60)
+        check(purged.returncode == 0 and api.get_downloads() == [], "aria2p purge empties the history", purged.stderr)
+    finally:
+        d.stop()
+
+
+def security(daemon_bin, server, work):
+    state, root = os.path.join(work, "sec-state"), os.path.join(work, "sec-root")
+    os.makedirs(root)
+    os.makedirs(os.path.join(work, "outside"))
+    os.symlink(os.path.join(work, "outside"), os.path.join(root, "escape"))
+    events = os.path.join(work, "sec-events.jsonl")
+    d = Daemon(daemon_bin, state, root, free_port(), ["--events", events]).start()
+    port, secret = d.port, d.secret()
+    try:
+        status, answer = call(port, "aria2.getGlobalStat")
+        check(answer and answer.get("error", {}).get("message") == "Unauthorized", "no token: Unauthorized", answer)
+        status, answer = call(port, "aria2.getGlobalStat", token="x" * 32)
+        check(answer and answer.get("error", {}).get("message") == "Unauthorized", "a wrong token: Unauthorized", answer)
+        status, answer = call(port, "aria2.getGlobalStat", token=secret)
+        check(answer and "result" in answer, "the right token: answered", answer)
+
+        body = {"jsonrpc": "2.0", "id": 1, "method": "aria2.getGlobalStat", "params": [f"token:{secret}"]}
+        status, answer = raw(port, body, {"Origin": "http://evil.example"})
+        check(status == 403, "a foreign Origin is refused, with the token", status)
+        status, answer = raw(port, body, host=f"evil.example:{port}")
+        check(status == 403, "a foreign Host (DNS rebinding) is refused, with the token", status)
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall((f"GET /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                       "Origin: http://evil.example\r\n\r\n").encode())
+            line = s.recv(4096).split(b"\r\n")[0]
+        check(b" 101 " not in line, "a WebSocket upgrade from a foreign Origin is refused", line)
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall((f"GET /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+            line = s.recv(4096).split(b"\r\n")[0]
+        check(b" 101 " in line, "a WebSocket upgrade from the daemon's own clients is accepted", line)
+
+        url = server.url(1000, 1, "x.bin")
+        for options, what in [({"dir": "/etc"}, "dir outside the root"), ({"out": "../x.bin"}, "out with .."),
+                              ({"dir": "escape"}, "a symlinked subdirectory pointing outside"),
+                              ({"out": "escape/x.bin"}, "out through a symlinked subdirectory"),
+                              ({"on-download-complete": "/bin/sh"}, "a command-running option through addUri")]:
+            status, answer = call(port, "aria2.addUri", [url], options, token=secret)
+            check(answer and "error" in answer, f"refused: {what}", answer)
+        status, answer = call(port, "aria2.changeGlobalOption", {"on-download-complete": "/bin/sh"}, token=secret)
+        check(answer and "error" in answer, "refused: a command-running option through changeGlobalOption", answer)
+        check(os.listdir(os.path.join(work, "outside")) == [], "nothing was written outside the root")
+
+        status, answer = raw(port, b'{"jsonrpc": "2.0", "method": ')
+        check(answer and answer.get("error", {}).get("code") == -32700, "malformed JSON: a parse error", answer)
+        status, answer = call(port, "aria2.getVersion", token=secret)
+        check(answer and "result" in answer, "the daemon answers after malformed JSON")
+
+        before = d.rss_kib()
+        big = b'{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion","params":["' + b"a" * (64 << 20) + b'"]}'
+        try:
+            status, answer = raw(port, big)
+        except OSError as error:
+            status = str(error)
+        grown = d.rss_kib() - before
+        check(status == 413 or isinstance(status, str), "a 64 MiB body is refused", status)
+        check(grown < 16 * 1024, "the 64 MiB body grew the daemon's RSS by less than 16 MiB", f"{grown} KiB")
+
+        idle = []
+        for _ in range(500):
+            idle.append(socket.create_connection(("127.0.0.1", port)))
+        started = time.time()
+        status, answer = call(port, "aria2.getGlobalStat", token=secret)
+        took = time.time() - started
+        check(answer and "result" in answer and took < 2, "with 500 idle connections a request is answered within 2 s",
+              f"{took:.2f} s")
+        for s in idle:
+            s.close()
+
+        # A real download, so the log and the events have something in them.
+        status, answer = call(port, "aria2.addUri", [url], {"out": "x.bin"}, token=secret)
+        gid = answer.get("result") if answer else None
+        wait_for("x.bin", lambda: call(port, "aria2.tellStatus", gid, ["status"], token=secret)[1]["result"]["status"] == "complete", 60)
+        cmdline = open(f"/proc/{d.proc.pid}/cmdline", "rb").read()
+        check(secret.encode() not in cmdline, "the secret is not in /proc/PID/cmdline")
+    finally:
+        d.stop()
+    log = open(d.log, "rb").read()
+    check(secret.encode() not in log and len(log) > 0, "the secret is not in the daemon's log")
+    ev = open(events, "rb").read() if os.path.exists(events) else b""
+    check(secret.encode() not in ev and b'"state"' in ev, "the secret is not in the events, which were written")
+
+
+def restarts(daemon_bin, server, work):
+    """A paused job stays paused across a restart; an added job survives SIGKILL 50 ms after addUri."""
+    state, root = os.path.join(work, "rs-state"), os.path.join(work, "rs-root")
+    os.makedirs(root)
+    port = free_port()
+    d = Daemon(daemon_bin, state, root, port).start()
+    secret = d.secret()
+    paused = call(port, "aria2.addUri", [server.url(4_000_000, 5, "p.bin")], {"out": "p.bin", "pause": "true"}, token=secret)[1]["result"]
+    d.stop(signal.SIGTERM)
+    d.start()
+    status = call(port, "aria2.tellStatus", paused, ["status"], token=secret)[1]
+    check(status.get("result", {}).get("status") == "paused", "a paused job is paused after a restart", status)
+    gids = []
+    for i in range(5):
+        answer = call(port, "aria2.addUri", [server.url(300_000 + i, 100 + i, f"k{i}.bin")], {"out": f"k{i}.bin"}, token=secret)[1]
+        gids.append(answer["result"])
+        time.sleep(random.uniform(0, 0.05))
+        d.stop(signal.SIGKILL)
+        d.start()
+        status = call(port, "aria2.tellStatus", gids[-1], ["status"], token=secret)[1]
+        check("result" in status, f"a job whose addUri returned survives SIGKILL within 50 ms ({i + 1})", status)
+    call(port, "aria2.unpause", paused, token=secret)
+    done = wait_for("all complete", lambda: all(call(port, "aria2.tellStatus", g, ["status"], token=secret)[1]["result"]["status"] == "complete"
+                                                  for g in gids + [paused]))
+    good = sum(1 for i in range(5) if sha256(os.path.join(root, f"k{i}.bin")) == server.want(300_000 + i, 100 + i))
+    check(done and good == 5 and sha256(os.path.join(root, "p.bin")) == server.want(4_000_000, 5),
+          "every job completes to its SHA-256 after the kills")
+    second = subprocess.run([daemon_bin, "serve", "--listen", f"127.0.0.1:{free_port()}", "--state-dir", state, "--dir", root],
+                            capture_output=True, text=True, timeout=30)
+    check(second.returncode != 0 and "another daemon" in second.stderr, "a second daemon on the same state directory refuses",
+          second.stderr[-300:])
+    d.stop()
+    with open(os.path.join(state, "jobs.sqlite"), "r+b") as f:
+        f.write(b"this is not an SQLite database header")
+    broken = subprocess.run([daemon_bin, "serve", "--listen", f"127.0.0.1:{free_port()}", "--state-dir", state, "--dir", root],
+                            capture_output=True, text=True, timeout=30)
+    check(broken.returncode != 0 and "damaged" in broken.stderr and "recover" in broken.stderr,
+          "a damaged database: the daemon refuses to start and says how to recover", broken.stderr[-300:])
+
+
+def main():
+    daemon_bin, server_bin, work, aria2p_cli = sys.argv[1:5]
+    server = TestServer(server_bin, work, rate=4 << 20)
+    try:
+        library_and_cli(daemon_bin, server, work, aria2p_cli)
+        security(daemon_bin, server, work)
+        restarts(daemon_bin, server, work)
+    finally:
+        server.stop()
+    print(f"e2e-daemon: {PASSED} passed, {FAILED} failed")
+    sys.exit(1 if FAILED else 0)
+
+
+if __name__ == "__main__":
+    main()
