@@ -1,4 +1,5 @@
 import ArgumentParser
+import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
@@ -120,7 +121,8 @@ enum FileSystemCWD {
     }
 }
 
-/// `--events FILE`: the queue's events as JSON lines, the library's encoding.
+/// `--events FILE`: the queue's events as JSON lines, the library's encoding. The writes run on
+/// a serial Dispatch queue of their own, never on Swift's cooperative pool.
 final class EventFile: Sendable {
     let task: Task<Void, Never>
 
@@ -128,15 +130,22 @@ final class EventFile: Sendable {
         let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ValidationError("cannot open \(path): \(Errno(rawValue: errno))") }
         let events = daemon.queue.subscribe(keepingProgress: 16)
-        task = Task.detached {
+        let writer = DispatchQueue(label: "splitfetch.events")
+        task = Task {
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             for await event in events {
                 guard var line = try? encoder.encode(event) else { continue }
                 line.append(0x0A)
-                _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                let bytes = line
+                writer.async { _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
             }
-            close(fd)
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                writer.async {
+                    close(fd)
+                    done.resume()
+                }
+            }
         }
     }
 

@@ -253,6 +253,8 @@ struct DaemonPartTests {
             failed.errorMessage = "404"
             do {
                 let store = try SQLiteJobStore(path: path)
+                // Every commit syncs the log: FULL, not the NORMAL GRDB sets for WAL.
+                #expect(try store.synchronousLevel() == 2)
                 try await store.save(upserting: [job, failed], deleting: [])
                 try await store.save(upserting: [], deleting: [failed.gid])
             }

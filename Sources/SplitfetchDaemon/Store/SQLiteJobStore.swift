@@ -16,13 +16,13 @@ public final class SQLiteJobStore: JobStore {
         self.path = path
         var configuration = Configuration()
         configuration.label = "splitfetch-jobs"
-        configuration.prepareDatabase { db in
-            // FULL: each commit syncs the WAL, so an acknowledged job survives a power cut
-            // (NORMAL would keep the last commits only until the next checkpoint).
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-        }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
+            // FULL: each commit syncs the WAL, so an acknowledged job survives a power cut
+            // (NORMAL, which GRDB sets when it opens a pool in WAL mode, keeps the last commits
+            // only until the next checkpoint). Set on the one connection that writes, after
+            // GRDB's own set-up.
+            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
             let check = try pool.read { db in try String.fetchOne(db, sql: "PRAGMA quick_check") }
             guard check == "ok" else { throw StoreError.damaged(path: path, detail: check ?? "no answer") }
             try Self.migrator.migrate(pool)
@@ -66,6 +66,11 @@ public final class SQLiteJobStore: JobStore {
                 """)
         }
         return migrator
+    }
+
+    /// The writer's `PRAGMA synchronous` (2 is FULL).
+    func synchronousLevel() throws -> Int {
+        try pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     public func loadAll() async throws -> [Job] {
