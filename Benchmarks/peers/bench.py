@@ -30,6 +30,7 @@ import time
 import urllib.request
 
 from integrity import integrity_tools, integrity_verdicts
+from daemon import daemon_scenarios, daemon_verdicts
 from mirrors import mirror_scenarios, mirror_verdicts
 from pipe import pipe_scenarios, pipe_verdicts
 
@@ -345,7 +346,9 @@ def main():
                          "'v' = integrity: a verified download against download+sha256sum and aria2 --checksum; "
                          "'p' = -o - piped into sha256sum and slow or early-exiting readers, against curl -o -; "
                          "'r' = --limit-rate 8M against its cap, and its CPU against curl's; 'rc' = a rate limit changed while running (4, 1, 8 MiB/s); 'idle' = an idle queue of 20 paused downloads, CPU over 30 s; "
-                         "'m' = one file from three mirrors (2/4/8 MiB/s per connection, 4 each), against aria2 with the same URIs")
+                         "'m' = one file from three mirrors (2/4/8 MiB/s per connection, 4 each), against aria2 with the same URIs; "
+                         "'d' = scenario 6's files through the daemon's API, against -i and aria2c --enable-rpc; "
+                         "'dq' = 20,000 paused jobs in the daemon and in aria2's: RSS, tellWaiting p99, restart")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
     ap.add_argument("--results", default=os.path.join(ROOT, "Benchmarks", "results", "latest"))
@@ -395,6 +398,7 @@ def main():
     rows = []  # one per (scenario, tool, n)
     rate_changes = []  # scenario rc: per run, each interval's target and measured rate
     idle_runs = []  # scenario idle: per run, the idle queue's CPU
+    daemon_results = {}
     servers = []
     try:
         nginx = None
@@ -499,6 +503,11 @@ def main():
                 sizes = [int(math.exp(rng.uniform(math.log(KiB), math.log(16 * MiB)))) for _ in range(count)]
                 urls, expected = synthetic_files(tl, [(size, 10_000 + i) for i, size in enumerate(sizes)])
                 many(6, f"mixed files: {count}, 1 KiB-16 MiB, 8 at a time, 20 ms round trip", urls, expected, reqs, sum(sizes))
+        if "d" in scenarios or "dq" in scenarios:
+            td = TestServer(work, args.testserver, 0, latency_ms=20)
+            servers.append(td)
+            daemon_results = daemon_scenarios(args, work, out_dir, scenarios, synthetic_files, td, run_many, many_commands,
+                                              result_row, rows, free_port, sha256_file, q, round_order, settle_disk)
         if "c" in scenarios:
             pair = ["splitfetch", "splitfetch-no-checkpoints"]
             size = 256 * MiB if q else 1 * GiB
@@ -601,7 +610,7 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     write_results(args.results, rows)
-    verdicts = integrity_verdicts(rows) + pipe_verdicts(rows) + mirror_verdicts(rows)
+    verdicts = integrity_verdicts(rows) + pipe_verdicts(rows) + mirror_verdicts(rows) + daemon_verdicts(daemon_results)
     for run, intervals in enumerate(rate_changes):
         within = all(abs(i["ratio"] - 1) <= 0.10 for i in intervals) and len(intervals) == 3
         verdicts.append(f"rc run {run + 1}: rate changed while running, measured / cap per 4 s interval: " + ", ".join(

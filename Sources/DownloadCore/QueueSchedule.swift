@@ -93,8 +93,17 @@ public struct QueueSchedule: Sendable, Equatable {
 
     public func entry(_ id: ID) -> Entry? { byID[id] }
 
-    /// Where `id` is in the queue, from 0.
-    public func position(of id: ID) -> Int? { byID[id] == nil ? nil : order.firstIndex(of: id) }
+    /// Where `id` is in the queue, from 0: a binary search by rank, which increases along the
+    /// order (a daemon asks this of one download among tens of thousands).
+    public func position(of id: ID) -> Int? {
+        guard let rank = byID[id]?.rank else { return nil }
+        var low = 0, high = order.count
+        while low < high {
+            let middle = (low + high) / 2
+            if byID[order[middle]]!.rank < rank { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
 
     /// Whether nothing runs and nothing waits: every download is paused or final.
     public var isIdle: Bool { runningCount == 0 && waitingCount == 0 }
@@ -130,8 +139,9 @@ public struct QueueSchedule: Sendable, Equatable {
     @discardableResult
     public mutating func forget(_ id: ID) -> Bool {
         guard let entry = byID[id], entry.state.isFinal, !entry.running else { return false }
+        let position = position(of: id)!
         byID[id] = nil
-        order.removeAll { $0 == id }
+        order.remove(at: position)
         return true
     }
 
@@ -164,7 +174,7 @@ public struct QueueSchedule: Sendable, Equatable {
     /// Moves `id` to `position` (clamped). It changes which waiting download starts next, not
     /// the ones under way.
     public mutating func move(_ id: ID, to position: Int) -> [Action] {
-        guard byID[id] != nil, let from = order.firstIndex(of: id) else { return [] }
+        guard let from = self.position(of: id) else { return [] }
         order.remove(at: from)
         order.insert(id, at: min(max(0, position), order.count))
         renumber()

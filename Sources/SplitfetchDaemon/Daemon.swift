@@ -29,9 +29,64 @@ public final class Daemon: Sendable {
 
     struct State {
         var jobs: [String: Job] = [:]
+        /// The files of the unfinished jobs: a second job for one of them is refused.
+        var destinations: Set<String> = []
+        /// The largest sort key given so far: an appended job takes the next.
+        var lastOrder: Double = 0
         /// The global options as aria2 reports them (`getGlobalOption`).
         var globalOptions: [String: String] = [:]
         var nextListener: UInt64 = 0
+        /// How many jobs are in each state.
+        var counts: [DownloadState: Int] = [:]
+        /// The jobs active now.
+        var active: Set<String> = []
+        /// The unfinished jobs in queue order (priority, then `order`), made when asked for after a
+        /// change of the set or of its order; `nil` until then.
+        var ordered: [String]?
+
+        /// Records a job (added, changed or loaded); a finished job's file is free again.
+        mutating func store(_ job: Job) {
+            let old = jobs.updateValue(job, forKey: job.gid)
+            if let old { counts[old.state, default: 0] -= 1 }
+            counts[job.state, default: 0] += 1
+            if job.state == .active { active.insert(job.gid) } else { active.remove(job.gid) }
+            if old == nil || old!.state.isFinal != job.state.isFinal || old!.order != job.order || old!.priority != job.priority {
+                ordered = nil
+            }
+            lastOrder = max(lastOrder, job.order)
+            if job.state.isFinal { destinations.remove(job.destination) } else { destinations.insert(job.destination) }
+        }
+
+        /// Drops a job: one never committed, or a finished one purged.
+        mutating func forget(_ job: Job) {
+            guard let old = jobs.removeValue(forKey: job.gid) else { return }
+            counts[old.state, default: 0] -= 1
+            active.remove(old.gid)
+            if !old.state.isFinal {
+                destinations.remove(old.destination)
+                ordered = nil
+            }
+        }
+
+        /// The unfinished jobs' GIDs in queue order.
+        mutating func queueOrder() -> [String] {
+            if let ordered { return ordered }
+            let made = jobs.values.filter { !$0.state.isFinal }
+                .sorted { ($0.priority, -$0.order) > ($1.priority, -$1.order) }.map(\.gid)
+            ordered = made
+            return made
+        }
+
+        /// A sort key for a job placed at `position` among the unfinished ones (the end if `nil`).
+        func order(at position: Int?) -> Double {
+            guard let position else { return lastOrder + 1 }
+            let live = jobs.values.filter { !$0.state.isFinal }.map(\.order).sorted()
+            guard position < live.count else { return lastOrder + 1 }
+            let index = max(0, position)
+            let after = live[index]
+            let before = index > 0 ? live[index - 1] : after - 2
+            return (before + after) / 2
+        }
     }
 
     /// A notification for the API's clients: aria2's method name and the GID.
@@ -50,7 +105,9 @@ public final class Daemon: Sendable {
         self.logger = logger
         self.defaults = defaults
         queue = DownloadQueue(maximumActive: maximumActive, bytesPerSecond: bytesPerSecond)
-        writer = StoreWriter(store: store)
+        writer = StoreWriter(store: store) { [logger] error in
+            logger.error("job changes could not be saved", metadata: ["error": "\(error)"])
+        }
         sessionID = Self.newGID()
         let subscription = queue.subscribe(keepingProgress: 1)
         var initial = State()
@@ -68,8 +125,11 @@ public final class Daemon: Sendable {
         let box = NIOLockedValueBox<Daemon?>(nil)
         events = Task {
             for await event in subscription {
-                guard event.state != nil, let daemon = box.withLockedValue({ $0 }) else { continue }
-                await daemon.stateChanged(event.id)
+                guard let state = event.state, let daemon = box.withLockedValue({ $0 }) else { continue }
+                // Already recorded (a job added paused, a pause the API recorded): nothing to do;
+                // a later change has an event of its own.
+                guard daemon.job(event.id)?.state != state else { continue }
+                daemon.stateChanged(event.id)
             }
         }
         box.withLockedValue { $0 = self }
@@ -85,18 +145,17 @@ public final class Daemon: Sendable {
     /// Puts the stored jobs back.
     private func restore() async throws {
         let stored = try await store.loadAll().sorted { $0.order < $1.order }
+        state.withLockedValue { state in for job in stored { state.store(job) } }
         var changed: [Job] = []
-        for var job in stored {
-            state.withLockedValue { $0.jobs[job.gid] = job }
-            guard !job.state.isFinal else { continue }
+        for var job in stored where !job.state.isFinal {
             // Finished just before the daemon stopped, and not recorded: the file is in place and
-            // its partial gone (a file that was there before is never accepted by `add`).
-            if FileManagerLite.exists(job.destination), !FileManagerLite.exists(job.destination + ".part") {
+            // its partial gone (a file that was there before is never accepted by `add`). A
+            // paused job cannot have finished.
+            if job.state != .paused, FileManagerLite.exists(job.destination), !FileManagerLite.exists(job.destination + ".part") {
                 job.state = .complete
                 job.totalLength = FileManagerLite.size(job.destination)
                 job.completedLength = job.totalLength
                 job.finishedAt = Date().timeIntervalSince1970
-                state.withLockedValue { $0.jobs[job.gid] = job }
                 changed.append(job)
                 continue
             }
@@ -106,10 +165,10 @@ public final class Daemon: Sendable {
                 job.state = .failed
                 job.errorCode = error.code.description
                 job.errorMessage = error.message
-                state.withLockedValue { $0.jobs[job.gid] = job }
                 changed.append(job)
             }
         }
+        state.withLockedValue { state in for job in changed { state.store(job) } }
         try await store.save(upserting: changed, deleting: [])
         logger.info("queue restored", metadata: ["jobs": "\(stored.count)", "unfinished": "\(stored.filter { !$0.state.isFinal }.count)"])
     }
@@ -133,64 +192,97 @@ public final class Daemon: Sendable {
     ///   - position: its place among the unfinished jobs; the end by default.
     /// - Returns: its GID.
     public func add(uris: [String], options: [String: String], position: Int? = nil) async throws(RPCError) -> String {
-        guard let url = uris.first else { throw RPCError.invalidParams("addUri needs at least one URI") }
-        let parsed = try Aria2Options.parse(options, base: downloadOptions(), root: root, perDownload: true)
+        try await add([(uris, options, position)])[0].get()
+    }
+
+    /// Adds several downloads with one commit (a `system.multicall` of `addUri`s): each is
+    /// checked and placed in order, all that passed are committed together, then queued.
+    public func add(_ requests: [(uris: [String], options: [String: String], position: Int?)]) async -> [Result<String, RPCError>] {
+        var results: [Result<String, RPCError>] = []
+        var accepted: [(job: Job, options: DownloadOptions, position: Int?)] = []
+        for request in requests {
+            do throws(RPCError) {
+                let (job, options) = try prepare(uris: request.uris, options: request.options, position: request.position)
+                accepted.append((job, options, request.position))
+                results.append(.success(job.gid))
+            } catch {
+                results.append(.failure(error))
+            }
+        }
+        guard !accepted.isEmpty else { return results }
+        do {
+            try await writer.persist(accepted.map(\.job.gid))
+        } catch {
+            state.withLockedValue { state in
+                for entry in accepted { state.forget(entry.job) }
+            }
+            let failure = RPCError.failed("the job could not be saved: \(error)")
+            return results.map { $0.flatMap { _ in .failure(failure) } }
+        }
+        for entry in accepted {
+            do {
+                try enqueue(entry.job, paused: entry.job.state == .paused, position: entry.position)
+                logger.info("added", metadata: ["gid": "\(entry.job.gid)", "url": "\(redactedURL(entry.job.uris[0]))"])
+            } catch {
+                var job = entry.job
+                job.state = .failed
+                job.errorCode = error.code.description
+                job.errorMessage = error.message
+                job.finishedAt = Date().timeIntervalSince1970
+                state.withLockedValue { $0.store(job) }
+                try? await writer.persist([job.gid])
+                if let index = results.firstIndex(where: { (try? $0.get()) == job.gid }) { results[index] = .failure(.failed(error.message)) }
+            }
+        }
+        return results
+    }
+
+    /// Checks one add and reserves its place and its file; nothing is committed yet.
+    private func prepare(uris: [String], options: [String: String], position: Int?) throws(RPCError) -> (Job, DownloadOptions) {
+        guard let url = uris.first, !url.isEmpty else { throw RPCError.invalidParams("addUri needs at least one URI") }
+        let parsed = try Aria2Options.parse(options, base: downloadOptions(), root: root, resolvingPaths: true)
         var download = parsed.options
         download.mirrors.urls = Array(uris.dropFirst())
         let name = if let out = parsed.out { out } else { try Self.fileName(for: url) }
-        let directory = parsed.dir ?? root.path
-        let destination = try root.file(name, in: directory)
+        let destination = try root.file(name, in: parsed.dir ?? root.path)
         do { try download.validate() } catch { throw RPCError.invalidParams(error.message) }
-        let gid = Self.newGID()
-        let made = state.withLockedValue { state -> Result<Job, RPCError> in
-            if state.jobs.values.contains(where: { !$0.state.isFinal && $0.destination == destination.string }) {
-                return .failure(RPCError.failed("another download in the queue writes \(destination)"))
-            }
-            return .success(Job(gid: gid, order: order(at: position, in: state), uris: uris, destination: destination.string,
-                                options: parsed.reported, state: parsed.paused ? .paused : .waiting,
-                                bytesPerSecond: parsed.bytesPerSecond, addedAt: Date().timeIntervalSince1970))
+        guard let scheme = url.split(separator: ":", maxSplits: 1).first?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw RPCError.invalidParams("\(redactedURL(url)): only http and https URLs are supported")
         }
-        var job = try made.get()
         if FileManagerLite.exists(destination.string) {
             throw RPCError.failed("\(destination) exists; choose another `out` (nothing is overwritten)")
         }
-        state.withLockedValue { $0.jobs[gid] = job }
-        do {
-            try await writer.persist([gid])
-        } catch {
-            state.withLockedValue { $0.jobs[gid] = nil }
-            throw RPCError.failed("the job could not be saved: \(error)")
-        }
-        do {
-            try enqueue(job, paused: parsed.paused, options: download, position: position)
-        } catch {
-            job.state = .failed
-            job.errorCode = error.code.description
-            job.errorMessage = error.message
-            state.withLockedValue { $0.jobs[gid] = job }
-            try? await writer.persist([gid])
-            throw RPCError.failed(error.message)
-        }
-        logger.info("added", metadata: ["gid": "\(gid)", "url": "\(redactedURL(url))"])
-        return gid
+        let gid = Self.newGID()
+        return try state.withLockedValue { state -> Result<(Job, DownloadOptions), RPCError> in
+            guard !state.destinations.contains(destination.string) else {
+                return .failure(RPCError.failed("another download in the queue writes \(destination)"))
+            }
+            let job = Job(gid: gid, order: state.order(at: position), uris: uris, destination: destination.string,
+                          options: parsed.reported, state: parsed.paused ? .paused : .waiting,
+                          bytesPerSecond: parsed.bytesPerSecond, addedAt: Date().timeIntervalSince1970)
+            state.store(job)
+            return .success((job, download))
+        }.get()
     }
 
-    /// Hands a job to the library queue.
-    private func enqueue(_ job: Job, paused: Bool, options: DownloadOptions? = nil, position: Int? = nil) throws(DownloadError) {
-        var download: DownloadOptions
-        if let options {
-            download = options
-        } else {
-            do {
-                download = try Aria2Options.parse(job.options, base: downloadOptions(), root: root, perDownload: true).options
+    /// Hands a job to the library queue. Its options are made from the job's aria2 options
+    /// when it starts, so that a waiting job costs the queue only a small record (they were
+    /// checked when the job was added; its file is already decided).
+    private func enqueue(_ job: Job, paused: Bool, position: Int? = nil) throws(DownloadError) {
+        // The closure holds the options dictionary (shared with the job's record), not a
+        // DownloadOptions value (about 460 bytes per waiting job).
+        let (given, mirrors) = (job.options, Array(job.uris.dropFirst()))
+        try queue.add(job.uris[0], to: FilePath(job.destination), id: job.gid, priority: job.priority, at: position, paused: paused,
+                      bytesPerSecond: job.bytesPerSecond) { [weak self] () throws(DownloadError) -> DownloadOptions in
+            guard let self else { throw DownloadError(.interrupted, "the daemon stopped") }
+            do throws(RPCError) {
+                var options = try Aria2Options.parse(given, base: self.downloadOptions(), root: self.root, resolvingPaths: false).options
+                options.mirrors.urls = mirrors
+                return options
             } catch {
                 throw DownloadError(.usage, error.message)
             }
-            download.mirrors.urls = Array(job.uris.dropFirst())
         }
-        if let rate = job.bytesPerSecond { download.rateLimit = RateLimit(bytesPerSecond: rate) }
-        try queue.add(job.uris[0], to: FilePath(job.destination), options: download, id: job.gid, priority: job.priority,
-                      at: position, paused: paused)
     }
 
     /// The settings every download starts from: the daemon's, with the global options applied.
@@ -201,19 +293,8 @@ public final class Daemon: Sendable {
         return options
     }
 
-    /// A sort key for a job placed at `position` among the unfinished ones (the end if `nil`).
-    private func order(at position: Int?, in state: State) -> Double {
-        let live = state.jobs.values.filter { !$0.state.isFinal }.map(\.order).sorted()
-        let all = state.jobs.values.map(\.order)
-        guard let position, position < live.count else { return (all.max() ?? 0) + 1 }
-        let index = max(0, position)
-        let after = live[index]
-        let before = index > 0 ? live[index - 1] : after - 2
-        return (before + after) / 2
-    }
-
     /// The queue reported a state change: record the download's state as it is now.
-    func stateChanged(_ gid: String) async {
+    func stateChanged(_ gid: String) {
         guard let snapshot = queue.snapshot(gid) else { return }
         let (changed, notification) = state.withLockedValue { state -> (Bool, String?) in
             guard var job = state.jobs[gid], job.state != snapshot.state else { return (false, nil) }
@@ -236,15 +317,11 @@ public final class Daemon: Sendable {
             default:
                 break
             }
-            state.jobs[gid] = job
+            state.store(job)
             return (true, Self.notification(for: snapshot.state))
         }
         guard changed else { return }
-        do {
-            try await writer.persist([gid])
-        } catch {
-            logger.error("a state change could not be saved", metadata: ["gid": "\(gid)", "error": "\(error)"])
-        }
+        writer.persistSoon([gid])
         if snapshot.state.isFinal { queue.forget(gid) }
         if let notification { notify(Notification(method: notification, gid: gid)) }
     }
@@ -283,13 +360,40 @@ public final class Daemon: Sendable {
     /// Every job's record.
     public func allJobs() -> [Job] { state.withLockedValue { Array($0.jobs.values) } }
 
+    /// The unfinished jobs in these states, in queue order, from `offset` (from the end,
+    /// backwards, for a negative one, as aria2 counts), at most `count`.
+    func unfinished(_ states: Set<DownloadState>, offset: Int, count: Int) -> [Job] {
+        state.withLockedValue { state in
+            if states == [.active] {
+                let active = state.active.compactMap { state.jobs[$0] }.sorted { ($0.priority, -$0.order) > ($1.priority, -$1.order) }
+                return Array(active.dropFirst(max(0, offset)).prefix(count))
+            }
+            var order = state.queueOrder()
+            var skip = offset
+            if offset < 0 {
+                order.reverse()
+                skip = -offset - 1
+            }
+            var picked: [Job] = []
+            for gid in order {
+                guard picked.count < count else { break }
+                guard let job = state.jobs[gid], states.contains(job.state) else { continue }
+                if skip > 0 { skip -= 1 } else { picked.append(job) }
+            }
+            return picked
+        }
+    }
+
+    /// How many jobs are in each state.
+    func counts() -> [DownloadState: Int] { state.withLockedValue { $0.counts } }
+
     /// Changes a job's record and the store's, then returns what `body` returned.
     func update<T>(_ gid: String, _ body: (inout Job) throws(RPCError) -> T) async throws(RPCError) -> T {
         let result = try state.withLockedValue { state -> Result<T, RPCError> in
             guard var job = state.jobs[gid] else { return .failure(RPCError.notFound(gid)) }
             do throws(RPCError) {
                 let result = try body(&job)
-                state.jobs[gid] = job
+                state.store(job)
                 return .success(result)
             } catch {
                 return .failure(error)
@@ -315,7 +419,9 @@ public final class Daemon: Sendable {
 
     /// Deletes finished jobs from the history (and the store).
     func purge(_ gids: [String]) async throws(RPCError) {
-        state.withLockedValue { state in for gid in gids { state.jobs[gid] = nil } }
+        state.withLockedValue { state in
+            for gid in gids { if let job = state.jobs[gid] { state.forget(job) } }
+        }
         do { try await writer.delete(gids) } catch { throw RPCError.failed("could not be saved: \(error)") }
     }
 
@@ -358,6 +464,8 @@ final class StoreWriter: Sendable {
     let store: any JobStore
     /// The records of these jobs as they are now (the daemon's), read when a batch is written.
     let rows = NIOLockedValueBox<(@Sendable ([String]) -> [Job])?>(nil)
+    /// Told of a write that failed (logged: a change nobody waits for has nobody else to tell).
+    let failed: @Sendable (any Error) -> Void
     private let state = NIOLockedValueBox(Pending())
 
     struct Pending {
@@ -368,7 +476,10 @@ final class StoreWriter: Sendable {
         var idle: [CheckedContinuation<Void, Never>] = []
     }
 
-    init(store: any JobStore) { self.store = store }
+    init(store: any JobStore, failed: @escaping @Sendable (any Error) -> Void) {
+        self.store = store
+        self.failed = failed
+    }
 
     /// Writes these jobs' records as they are when the write happens.
     func persist(_ gids: [String]) async throws {
@@ -377,6 +488,18 @@ final class StoreWriter: Sendable {
 
     func delete(_ gids: [String]) async throws {
         try await enqueue(upserts: [], deletes: gids)
+    }
+
+    /// Writes these jobs' records soon, without waiting: for changes nobody is answered about
+    /// (the queue's own state changes), so that they share transactions instead of each waiting
+    /// for a sync in turn. ``flush()`` waits for them.
+    func persistSoon(_ gids: [String]) {
+        let start = state.withLockedValue { pending -> Bool in
+            pending.upserts += gids
+            defer { pending.running = true }
+            return !pending.running
+        }
+        if start { Task { await self.drain() } }
     }
 
     private func enqueue(upserts: [String], deletes: [String]) async throws {
@@ -397,7 +520,7 @@ final class StoreWriter: Sendable {
         let source = rows.withLockedValue { $0 }
         while true {
             let batch = state.withLockedValue { pending -> Pending? in
-                if pending.waiters.isEmpty {
+                if pending.waiters.isEmpty && pending.upserts.isEmpty && pending.deletes.isEmpty {
                     pending.running = false
                     return nil
                 }
@@ -415,6 +538,7 @@ final class StoreWriter: Sendable {
                 try await store.save(upserting: upserts, deleting: Array(deleted))
                 for waiter in batch.waiters { waiter.resume() }
             } catch {
+                failed(error)
                 for waiter in batch.waiters { waiter.resume(throwing: error) }
             }
         }

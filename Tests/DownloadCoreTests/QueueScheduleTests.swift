@@ -43,6 +43,36 @@ struct QueueScheduleTests {
         #expect(Self.starts(queue.ended("d", .completed)) == ["c"])
     }
 
+    /// Positions are found by rank, not by a walk: after inserts, moves and forgets, every
+    /// download's position is its index among the entries.
+    @Test func positionsFollowInsertsMovesAndForgets() {
+        var queue = QueueSchedule(maximumActive: 1)
+        var rng = SplitMix64(seed: 5)
+        var live: [String] = []
+        for step in 0..<400 {
+            let roll = rng.next() % 10
+            if roll < 5 || live.count < 3 {
+                let id = "d\(step)"
+                let at = rng.next() % 3 == 0 ? Int(rng.next() % UInt64(live.count + 1)) : nil
+                _ = queue.add(id, at: at, paused: true)
+                live.append(id)
+            } else if roll < 8 {
+                _ = queue.move(live[Int(rng.next() % UInt64(live.count))], to: Int(rng.next() % UInt64(live.count)))
+            } else {
+                let id = live.remove(at: Int(rng.next() % UInt64(live.count)))
+                _ = queue.remove(id)
+                let forgotten = queue.forget(id)
+                #expect(forgotten)
+            }
+            let ids = queue.entries.map(\.id)
+            #expect(Set(ids) == Set(live))
+            for (index, id) in ids.enumerated() where queue.position(of: id) != index {
+                Issue.record("step \(step): \(id) at \(index), position(of:) says \(String(describing: queue.position(of: id)))")
+            }
+        }
+        #expect(queue.position(of: "unknown") == nil)
+    }
+
     enum Freeing: String, CaseIterable, Sendable {
         case completion, failure, pause, removal, transferred
     }

@@ -84,9 +84,18 @@ extension DownloadQueue {
         guard var record = state.records[id] else { return }
         record.run += 1
         record.progress = nil
-        record.error = nil
+        if record.ending?.error != nil { record.ending = Ending(error: nil, statistics: record.ending?.statistics) }
         let run = record.run
-        var options = record.options
+        var options: DownloadOptions
+        do throws(DownloadError) {
+            options = try record.options()
+        } catch {
+            // Its options cannot be made: it fails at once, as a run that failed.
+            record.ending = Ending(error: error, statistics: record.ending?.statistics)
+            record.task = Task { [weak self] in self?.report(id, run: run) { $0.ended(id, .failed) } }
+            state.records[id] = record
+            return
+        }
         options.rateLimit = record.limit
         let download = Download(record.url, destination: record.destination, consumer: nil, options: options, session: session,
                                 tap: { [weak self] event in self?.downloadEvent(event, of: id, run: run) })
@@ -126,8 +135,8 @@ extension DownloadQueue {
             guard var record = state.records[id], record.run == run else { return }
             switch event.kind {
             case .progress: record.progress = event.progress
-            case .finished: record.statistics = event.statistics
-            case .failed: record.error = event.error
+            case .finished: record.ending = Ending(error: record.ending?.error, statistics: event.statistics)
+            case .failed: record.ending = Ending(error: event.error, statistics: record.ending?.statistics)
             default: break
             }
             state.records[id] = record

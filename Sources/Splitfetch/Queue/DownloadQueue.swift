@@ -43,10 +43,13 @@ import Glibc
 public final class DownloadQueue: Sendable {
     public typealias ID = String
 
+    /// Kept small: a daemon holds tens of thousands of waiting downloads, and the options, an
+    /// error and statistics (about 700 bytes together) live behind references.
     struct Record {
         var url: String
         var destination: FilePath
-        var options: DownloadOptions
+        /// Its settings, made at each start.
+        let options: @Sendable () throws(DownloadError) -> DownloadOptions
         /// Its own budget, within the queue's.
         let limit: RateLimit
         let host: String
@@ -54,10 +57,20 @@ public final class DownloadQueue: Sendable {
         /// Which run is under way: reports of an earlier one are ignored.
         var run = 0
         var progress: DownloadProgress?
-        var error: DownloadError?
-        var statistics: DownloadStatistics?
+        /// How runs ended: the last run's error, and the statistics of a complete one.
+        var ending: Ending?
         /// Counted as work waiting for its host (``Session``'s per-host cap).
         var expected = false
+    }
+
+    final class Ending: Sendable {
+        let error: DownloadError?
+        let statistics: DownloadStatistics?
+
+        init(error: DownloadError?, statistics: DownloadStatistics?) {
+            self.error = error
+            self.statistics = statistics
+        }
     }
 
     struct State {
@@ -129,13 +142,39 @@ public final class DownloadQueue: Sendable {
     public func add(_ url: String, to destination: FilePath, options: DownloadOptions = DownloadOptions(), id: ID? = nil,
                     priority: Int = 0, at position: Int? = nil, paused: Bool = false) throws(DownloadError) -> ID {
         try options.validate()
+        return try add(url, to: destination, id: id, priority: priority, at: position, paused: paused,
+                       bytesPerSecond: options.rateLimit?.bytesPerSecond, optionsAtStart: { options })
+    }
+
+    /// Adds a download whose options are made when it starts (at each start), by
+    /// `optionsAtStart`: a waiting download then holds only what the closure captures, which
+    /// matters to a program that keeps tens of thousands waiting. If it throws, or its options do
+    /// not pass ``DownloadOptions/validate()``, the download fails when it starts, with that error.
+    ///
+    /// - Parameters:
+    ///   - url: an `http` or `https` URL.
+    ///   - destination: where the finished file goes; its directory must exist.
+    ///   - id: its identifier; by default a new one of 16 hexadecimal digits.
+    ///   - priority: higher starts first; among equals, the earlier position.
+    ///   - position: its place in the queue from 0; by default the end.
+    ///   - paused: added paused, to start when resumed.
+    ///   - bytesPerSecond: its own rate limit, within the queue's; `nil` for none.
+    ///   - optionsAtStart: makes its settings, or throws why it cannot. Their
+    ///     ``DownloadOptions/rateLimit`` is replaced by the download's own.
+    /// - Returns: its identifier.
+    /// - Throws: ``DownloadError`` (``DownloadError/Code/usage``) for a URL that is not `http`
+    ///   or `https`, an identifier already in the queue, or a queue shut down.
+    @discardableResult
+    public func add(_ url: String, to destination: FilePath, id: ID? = nil, priority: Int = 0, at position: Int? = nil,
+                    paused: Bool = false, bytesPerSecond: Int64? = nil,
+                    optionsAtStart: @escaping @Sendable () throws(DownloadError) -> DownloadOptions) throws(DownloadError) -> ID {
         guard let scheme = CurlURL(url)?.scheme, scheme == "http" || scheme == "https" else {
             throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
         }
         let id = id ?? Self.newID()
         let own = RateLimit(unlimitedWithin: limit)
-        if let rate = options.rateLimit?.bytesPerSecond { own.setBytesPerSecond(rate) }
-        let record = Record(url: url, destination: destination, options: options, limit: own, host: Connector.host(of: url))
+        if let bytesPerSecond { own.setBytesPerSecond(max(1, bytesPerSecond)) }
+        let record = Record(url: url, destination: destination, options: optionsAtStart, limit: own, host: Connector.host(of: url))
         try change { state throws(DownloadError) in
             guard !state.closed else { throw DownloadError(.usage, "the queue is shut down") }
             guard state.records[id] == nil else { throw DownloadError(.usage, "\(id) is already in the queue") }
@@ -257,7 +296,7 @@ public final class DownloadQueue: Sendable {
         return DownloadSnapshot(id: entry.id, url: redactedURL(record.url), destination: record.destination,
                                 state: DownloadState(entry.state), priority: entry.priority, position: position,
                                 progress: record.progress, bytesPerSecondLimit: record.limit.bytesPerSecond,
-                                error: entry.state == .failed ? record.error : nil, statistics: record.statistics)
+                                error: entry.state == .failed ? record.ending?.error : nil, statistics: record.ending?.statistics)
     }
 
     /// A stream of the queue's events from now on: every download's (or, with `id`, one

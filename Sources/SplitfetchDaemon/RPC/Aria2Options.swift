@@ -73,11 +73,11 @@ public enum Aria2Options {
 
     /// Reads `values` onto `base`.
     ///
-    /// - Parameter perDownload: options for one download (`addUri`, `changeOption`) rather than
-    ///   the daemon's (`changeGlobalOption`).
+    /// - Parameter resolvingPaths: resolve `dir` (made inside the root) and `out`; `false` when
+    ///   the job's file is already decided and only the other options are wanted.
     /// - Throws: ``RPCError`` naming the first option that is refused or malformed.
     public static func parse(_ values: [String: String], base: DownloadOptions, root: DownloadRoot,
-                             perDownload: Bool) throws(RPCError) -> Parsed {
+                             resolvingPaths: Bool) throws(RPCError) -> Parsed {
         var parsed = Parsed(options: base)
         var split: Int?, perServer: Int?
         for (name, value) in values.sorted(by: { $0.key < $1.key }) {
@@ -86,7 +86,7 @@ public enum Aria2Options {
             }
             switch name {
             case "dir":
-                parsed.dir = try root.directory(value)
+                if resolvingPaths { parsed.dir = try root.directory(value) }
             case "out":
                 guard !value.isEmpty else { throw RPCError.invalidParams("out is empty") }
                 parsed.out = value
@@ -142,7 +142,6 @@ public enum Aria2Options {
         if split != nil || perServer != nil {
             parsed.options.connections = min(split ?? 64, perServer ?? 64)
         }
-        _ = perDownload
         return parsed
     }
 

@@ -42,7 +42,7 @@ public struct Aria2RPC: Sendable {
     public func reply(to body: [UInt8]) async -> Reply {
         var context = CallContext()
         let answer: JSONValue
-        if let request = try? JSONDecoder().decode(JSONValue.self, from: Data(body)) {
+        if let request = try? JSONValue.parse(body) {
             if case .array(let batch) = request {
                 if batch.isEmpty {
                     answer = Self.response(id: .null, .failure(.invalidRequest("empty batch")))
@@ -57,8 +57,7 @@ public struct Aria2RPC: Sendable {
         } else {
             answer = Self.response(id: .null, .failure(.parseError))
         }
-        let encoded = (try? JSONEncoder().encode(answer)).map { Array($0) } ?? Array(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error."}}"#.utf8)
-        return Reply(body: encoded, unauthorized: context.unauthorized, shutdown: context.shutdown)
+        return Reply(body: answer.serialized(), unauthorized: context.unauthorized, shutdown: context.shutdown)
     }
 
     struct CallContext {
@@ -111,20 +110,42 @@ public struct Aria2RPC: Sendable {
         }
     }
 
+    /// aria2's `system.multicall`: the calls in order, each answered as `[result]` or an error.
+    /// Consecutive `addUri`s are added together, with one commit.
     private func multicall(_ params: [JSONValue], _ context: inout CallContext) async -> Result<JSONValue, RPCError> {
         guard let calls = params.first?.array else { return .failure(.invalidParams("system.multicall takes an array of calls")) }
         var results: [JSONValue] = []
-        for call in calls.prefix(1000) {
+        var adds: [(uris: [String], options: [String: String], position: Int?)] = []
+        func flush() async {
+            guard !adds.isEmpty else { return }
+            for result in await daemon.add(adds) { results.append(Self.multicallEntry(result.map { .string($0) })) }
+            adds = []
+        }
+        for call in calls.prefix(10_000) {
             guard let name = call.object?["methodName"]?.string, name != "system.multicall" else {
+                await flush()
                 results.append(["code": 1, "message": "each call needs a methodName (and no nested system.multicall)"])
                 continue
             }
-            switch await self.call(name, call.object?["params"]?.array ?? [], &context) {
-            case .success(let value): results.append([value])
-            case .failure(let error): results.append(["code": .number(Double(error.code)), "message": .string(error.message)])
+            let params = call.object?["params"]?.array ?? []
+            if name == "aria2.addUri", let token = params.first?.string, token.hasPrefix("token:"),
+               secret.matches(String(token.dropFirst(6))), let uris = params.dropFirst().first?.array?.compactMap(\.string),
+               let options = try? Self.options(params.count > 2 ? params[2] : nil) {
+                adds.append((uris, options, params.count > 3 ? params[3].integer : nil))
+                continue
             }
+            await flush()
+            results.append(Self.multicallEntry(await self.call(name, params, &context)))
         }
+        await flush()
         return .success(.array(results))
+    }
+
+    static func multicallEntry(_ result: Result<JSONValue, RPCError>) -> JSONValue {
+        switch result {
+        case .success(let value): [value]
+        case .failure(let error): ["code": .number(Double(error.code)), "message": .string(error.message)]
+        }
     }
 
     // MARK: - Methods
@@ -186,10 +207,13 @@ public struct Aria2RPC: Sendable {
             return [["index": "1", "servers": .array(servers)]]
         case "aria2.tellActive":
             let keys = Self.keys(p.first)
-            return .array(ordered(where: { $0 == .active }).compactMap { status($0.gid, keys: keys) })
+            return .array(daemon.unfinished([.active], offset: 0, count: .max).compactMap { status($0.gid, keys: keys) })
         case "aria2.tellWaiting":
-            let list = ordered(where: { $0 == .waiting || $0 == .paused })
-            return .array(try Self.window(list, p).compactMap { status($0.gid, keys: Self.keys(p.count > 2 ? p[2] : nil)) })
+            guard p.count >= 2, let offset = p[0].integer, let count = p[1].integer, count >= 0 else {
+                throw RPCError.invalidParams("offset and num are expected")
+            }
+            let keys = Self.keys(p.count > 2 ? p[2] : nil)
+            return .array(daemon.unfinished([.waiting, .paused], offset: offset, count: count).compactMap { status($0.gid, keys: keys) })
         case "aria2.tellStopped":
             let list = daemon.allJobs().filter(\.state.isFinal).sorted { ($0.finishedAt ?? 0, $0.order) < ($1.finishedAt ?? 0, $1.order) }
             return .array(try Self.window(list, p).compactMap { status($0.gid, keys: Self.keys(p.count > 2 ? p[2] : nil)) })
@@ -198,7 +222,7 @@ public struct Aria2RPC: Sendable {
             guard p.count >= 3, let offset = p[1].integer, let how = p[2].string else {
                 throw RPCError.invalidParams("changePosition takes a GID, a position and POS_SET, POS_CUR or POS_END")
             }
-            let live = ordered(where: { !$0.isFinal })
+            let live = daemon.unfinished([.waiting, .paused, .active], offset: 0, count: .max)
             guard let current = live.firstIndex(where: { $0.gid == gid }) else { throw RPCError.notFound(gid) }
             let target: Int = switch how {
             case "POS_SET": offset
@@ -241,12 +265,13 @@ public struct Aria2RPC: Sendable {
         case "aria2.getGlobalOption":
             return .object(daemon.state.withLockedValue { $0.globalOptions }.mapValues { .string($0) })
         case "aria2.getGlobalStat":
-            let jobs = daemon.allJobs()
-            let speed = daemon.queue.snapshots().reduce(0.0) { $0 + ($1.state == .active ? $1.progress?.bytesPerSecond ?? 0 : 0) }
-            let stopped = jobs.filter(\.state.isFinal).count
+            let counts = daemon.counts()
+            let active = daemon.unfinished([.active], offset: 0, count: .max)
+            let speed = active.reduce(0.0) { $0 + (daemon.queue.snapshot($1.gid)?.progress?.bytesPerSecond ?? 0) }
+            let stopped = (counts[.complete] ?? 0) + (counts[.failed] ?? 0) + (counts[.removed] ?? 0)
             return ["downloadSpeed": .string(String(Int64(speed))), "uploadSpeed": "0",
-                    "numActive": .string(String(jobs.filter { $0.state == .active }.count)),
-                    "numWaiting": .string(String(jobs.filter { $0.state == .waiting || $0.state == .paused }.count)),
+                    "numActive": .string(String(counts[.active] ?? 0)),
+                    "numWaiting": .string(String((counts[.waiting] ?? 0) + (counts[.paused] ?? 0))),
                     "numStopped": .string(String(stopped)), "numStoppedTotal": .string(String(stopped))]
         case "aria2.purgeDownloadResult":
             try await daemon.purge(daemon.allJobs().filter(\.state.isFinal).map(\.gid))
@@ -308,11 +333,6 @@ public struct Aria2RPC: Sendable {
     private func gid(_ p: [JSONValue]) throws(RPCError) -> String {
         guard let gid = p.first?.string, !gid.isEmpty, gid.count <= 64 else { throw RPCError.invalidParams("a GID is expected") }
         return gid
-    }
-
-    /// Unfinished jobs of these states, in queue order.
-    private func ordered(where include: (DownloadState) -> Bool) -> [Job] {
-        daemon.allJobs().filter { include($0.state) }.sorted { ($0.priority, -$0.order) > ($1.priority, -$1.order) }
     }
 
     /// aria2's `offset, num` window: a negative offset counts from the end, in reverse order.

@@ -64,8 +64,7 @@ public enum DaemonServer {
                 for await notification in daemon.notifications() where trusted.withLockedValue({ $0 }) {
                     let message: JSONValue = ["jsonrpc": "2.0", "method": .string(notification.method),
                                               "params": [["gid": .string(notification.gid)]]]
-                    guard let text = try? JSONEncoder().encode(message) else { continue }
-                    try? await outbound.write(.text(String(decoding: text, as: UTF8.self)))
+                    try? await outbound.write(.text(String(decoding: message.serialized(), as: UTF8.self)))
                 }
             }
             defer { forward.cancel() }
@@ -142,8 +141,7 @@ struct RequestGuard: Sendable {
     }
 
     static func error(_ status: HTTPResponse.Status, _ error: RPCError) -> Response {
-        let body = Aria2RPC.response(id: .null, .failure(error))
-        let bytes = (try? JSONEncoder().encode(body)) ?? Data()
+        let bytes = Aria2RPC.response(id: .null, .failure(error)).serialized()
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
