@@ -84,6 +84,8 @@ let package = Package(
             name: "SplitfetchDaemon",
             dependencies: [
                 "Splitfetch",
+                // The schedule's decision (BandwidthSchedule) is the core's.
+                "DownloadCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -139,7 +141,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(
             name: "SplitfetchDaemonTests",
-            dependencies: ["SplitfetchDaemon", "Splitfetch", "TestHTTPServer", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["SplitfetchDaemon", "Splitfetch", "DownloadCore", "TestHTTPServer", .product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: strict
         ),
         .testTarget(

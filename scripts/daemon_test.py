@@ -355,6 +355,51 @@ def restarts(daemon_bin, server, work):
           "a damaged database: the daemon refuses to start and says how to recover", broken.stderr[-300:])
 
 
+def schedule(daemon_bin, server, work):
+    """A schedule whose window opens during a download: the rate drops within 2 s of the minute."""
+    state, root = os.path.join(work, "sch-state"), os.path.join(work, "sch-root")
+    os.makedirs(root)
+    now = time.gmtime()
+    opens = (now.tm_hour * 60 + now.tm_min + 1) % 1440
+    closes = (opens + 10) % 1440
+    rule = f"{opens // 60:02d}:{opens % 60:02d}-{closes // 60:02d}:{closes % 60:02d}=256K"
+    boundary = (int(time.time()) // 60 + 1) * 60
+    env = dict(os.environ, TZ="UTC")
+    d = Daemon(daemon_bin, state, root, free_port(), ["--schedule", rule, "--max-overall-download-limit", "2M"])
+    log = open(d.log, "ab")
+    d.proc = subprocess.Popen([d.binary, "serve", "--listen", f"127.0.0.1:{d.port}", "--state-dir", state, "--dir", root, *d.extra],
+                              stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env)
+    wait_port(d.port)
+    secret = d.secret()
+    try:
+        status, answer = call(d.port, "aria2.getGlobalOption", token=secret)
+        check(answer["result"].get("schedule") == rule, "the schedule is reported by getGlobalOption", answer)
+        time.sleep(max(0, boundary - 6 - time.time()))
+        size = 32 << 20
+        gid = call(d.port, "aria2.addUri", [server.url(size, 9, "sch.bin")], {"out": "sch.bin"}, token=secret)[1]["result"]
+        samples = []  # (time, completedLength)
+        while time.time() < boundary + 5:
+            done = int(call(d.port, "aria2.tellStatus", gid, ["completedLength"], token=secret)[1]["result"]["completedLength"])
+            samples.append((time.time(), done))
+            time.sleep(0.1)
+
+        def rate(start, end):
+            inside = [(t, b) for t, b in samples if start <= t <= end]
+            return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]) if len(inside) > 1 else 0
+
+        before, after = rate(boundary - 4, boundary - 0.5), rate(boundary + 2, boundary + 5)
+        check(before > 1.5 * 2**20 and after < 1.25 * 256 * 1024,
+              "a schedule window opening mid-download: 2 MiB/s before, 256 KiB/s from 2 s after the minute",
+              f"{before / 2**20:.2f} MiB/s before, {after / 1024:.0f} KiB/s after")
+        call(d.port, "aria2.changeGlobalOption", {"schedule": ""}, token=secret)
+        status, answer = call(d.port, "aria2.changeGlobalOption", {"schedule": "Moon 25:00-26:00=fast"}, token=secret)
+        check(answer and "error" in answer, "a malformed schedule set at run time is refused", answer)
+        done = wait_for("sch.bin", lambda: call(d.port, "aria2.tellStatus", gid, ["status"], token=secret)[1]["result"]["status"] == "complete", 60)
+        check(done and sha256(os.path.join(root, "sch.bin")) == server.want(size, 9), "cleared, the download finishes to its SHA-256")
+    finally:
+        d.stop()
+
+
 def main():
     daemon_bin, server_bin, work, aria2p_cli = sys.argv[1:5]
     server = TestServer(server_bin, work, rate=4 << 20)
@@ -362,6 +407,7 @@ def main():
         library_and_cli(daemon_bin, server, work, aria2p_cli)
         security(daemon_bin, server, work)
         restarts(daemon_bin, server, work)
+        schedule(daemon_bin, server, work)
     finally:
         server.stop()
     print(f"e2e-daemon: {PASSED} passed, {FAILED} failed")

@@ -187,10 +187,11 @@ public struct QueueSchedule: Sendable, Equatable {
         return fill()
     }
 
-    /// Changes the most downloads holding a slot at once (at least 1). A lower maximum stops
-    /// the active downloads beyond it, the last in start order first, and they wait again.
+    /// Changes the most downloads holding a slot at once. A lower maximum stops the active
+    /// downloads beyond it, the last in start order first, and they wait again; 0 holds the whole
+    /// queue (a schedule's pause) without marking anything paused.
     public mutating func setMaximumActive(_ maximum: Int) -> [Action] {
-        maximumActive = max(1, maximum)
+        maximumActive = max(0, maximum)
         var actions: [Action] = []
         let holding = startOrder(of: order.filter { byID[$0]!.holdsSlot && !byID[$0]!.stopping })
         for id in holding.dropFirst(maximumActive).reversed() {

@@ -1,3 +1,4 @@
+import DownloadCore
 import FoundationEssentials
 public import Logging
 import NIOConcurrencyHelpers
@@ -26,6 +27,8 @@ public final class Daemon: Sendable {
     let listeners = NIOLockedValueBox<[UInt64: AsyncStream<Notification>.Continuation]>([:])
     let sessionID: String
     let events: Task<Void, Never>
+    /// The limits over time: the daemon's own, and the schedule's inside its windows.
+    let limits: ScheduleRunner
 
     struct State {
         var jobs: [String: Job] = [:]
@@ -98,8 +101,16 @@ public final class Daemon: Sendable {
     /// Loads the store and puts its unfinished jobs back in a new queue, in their order: active and
     /// waiting ones wait for a slot (and resume from their manifests), paused ones stay paused.
     /// Finished ones stay in the history.
+    ///
+    /// - Parameter schedule: a bandwidth schedule in `--schedule`'s form (see the manual), or `nil`.
     public init(store: any JobStore, root: DownloadRoot, maximumActive: Int = 5, bytesPerSecond: Int64? = nil,
-                defaults: DownloadOptions = DownloadOptions(), logger: Logger) async throws {
+                schedule: String? = nil, defaults: DownloadOptions = DownloadOptions(), logger: Logger) async throws {
+        let parsedSchedule: BandwidthSchedule?
+        do {
+            parsedSchedule = try schedule.map { text throws(ScheduleError) in try BandwidthSchedule(parsing: text) }
+        } catch {
+            throw RPCError.invalidParams("--schedule: \(error)")
+        }
         self.store = store
         self.root = root
         self.logger = logger
@@ -109,6 +120,7 @@ public final class Daemon: Sendable {
             logger.error("job changes could not be saved", metadata: ["error": "\(error)"])
         }
         sessionID = Self.newGID()
+        limits = ScheduleRunner(queue: queue, bytesPerSecond: bytesPerSecond, maximumActive: maximumActive)
         let subscription = queue.subscribe(keepingProgress: 1)
         var initial = State()
         initial.globalOptions = [
@@ -140,6 +152,7 @@ public final class Daemon: Sendable {
             }
         }
         try await restore()
+        limits.setSchedule(parsedSchedule, text: schedule ?? "")
     }
 
     /// Puts the stored jobs back.
@@ -176,6 +189,7 @@ public final class Daemon: Sendable {
     /// Stops every download (each keeps its data and a final checkpoint), then waits for the
     /// last writes. Their state stays as stored, so the next start resumes them.
     public func shutdown() async {
+        limits.stop()
         await queue.shutdown()
         events.cancel()
         await writer.flush()

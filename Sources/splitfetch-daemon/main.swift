@@ -43,6 +43,9 @@ struct Serve: AsyncParsableCommand {
     var split = 8
     @Option(help: "Rate limit for the whole queue in bytes per second (K and M suffixes); 0 for none.")
     var maxOverallDownloadLimit = "0"
+    @Option(help: ArgumentHelp("The speed limit by day and time, e.g. 'Mon-Fri 08:00-18:00=1M, 18:00-08:00=0' (0: no limit; pause: hold every download).",
+                               valueName: "RULES"))
+    var schedule: String?
     @Option(help: "An Origin allowed to call the API besides the daemon's own (repeatable), e.g. chrome-extension://ID.")
     var allowOrigin: [String] = []
     @Option(help: "A Host name the daemon may be reached by besides its address and localhost (repeatable).")
@@ -72,7 +75,7 @@ struct Serve: AsyncParsableCommand {
         var defaults = DownloadOptions()
         defaults.connections = split
         let daemon = try await Daemon(store: store, root: root, maximumActive: maxConcurrentDownloads,
-                                      bytesPerSecond: limit == 0 ? nil : limit, defaults: defaults, logger: logger)
+                                      bytesPerSecond: limit == 0 ? nil : limit, schedule: schedule, defaults: defaults, logger: logger)
         let eventWriter = try events.map { try EventFile(path: $0, daemon: daemon) }
         let rpc = Aria2RPC(daemon: daemon, secret: secret)
         var configuration = DaemonServer.Configuration(host: host, port: port)

@@ -73,6 +73,21 @@ struct QueueScheduleTests {
         #expect(queue.position(of: "unknown") == nil)
     }
 
+    /// A maximum of 0 holds the queue: the running ones stop and wait (not paused), nothing
+    /// starts, and raising the maximum starts them again in their order.
+    @Test func aMaximumOfZeroHoldsTheQueue() {
+        var queue = QueueSchedule(maximumActive: 2)
+        _ = queue.add("a")
+        _ = queue.add("b")
+        _ = queue.add("c")
+        let held = queue.setMaximumActive(0)
+        #expect(Set(Self.stops(held)) == ["a", "b"])
+        #expect(queue.entries.map(\.state) == [.waiting, .waiting, .waiting])
+        #expect(Self.starts(queue.ended("a", .stopped) + queue.ended("b", .stopped)).isEmpty)
+        #expect(Self.starts(queue.add("d")).isEmpty)
+        #expect(Self.starts(queue.setMaximumActive(2)) == ["a", "b"])
+    }
+
     enum Freeing: String, CaseIterable, Sendable {
         case completion, failure, pause, removal, transferred
     }

@@ -6,6 +6,8 @@ import Splitfetch
 import SystemPackage
 import TestHTTPServer
 import Testing
+import DownloadCore
+import Foundation
 
 /// A fresh directory, removed (with everything under it) afterwards.
 func withTemporaryDirectory<R>(_ body: (String) async throws -> R) async throws -> R {
@@ -320,5 +322,63 @@ struct StoreTextTests {
     ])
     func options(text: String) throws {
         #expect(try SQLiteJobStore.dictionary(text) == JSONDecoder().decode([String: String].self, from: Data(text.utf8)))
+    }
+}
+
+@Suite("Schedule in the daemon")
+struct ScheduleRunnerTests {
+    static func berlin() -> Calendar {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "Europe/Berlin")!
+        return calendar
+    }
+
+    /// 2026-03-29 in Berlin: 02:00 CET becomes 03:00 CEST; 2026-10-25: 03:00 CEST becomes 02:00
+    /// CET, so 02:00-03:00 happens twice. The schedule sees the wall clock.
+    @Test("daylight-saving changes are the calendar's", arguments: [
+        ("2026-03-29T00:59:00Z", 7, 1 * 60 + 59),   // Sunday 01:59 CET
+        ("2026-03-29T01:00:00Z", 7, 3 * 60),        // Sunday 03:00 CEST: 02:xx never happens
+        ("2026-10-25T00:30:00Z", 7, 2 * 60 + 30),   // Sunday 02:30 CEST
+        ("2026-10-25T01:30:00Z", 7, 2 * 60 + 30),   // Sunday 02:30 CET, again
+        ("2026-11-25T23:30:00Z", 4, 30),            // Thursday 00:30 (UTC Wednesday 23:30): midnight crossed
+    ])
+    func localTime(instant: String, weekday: Int, minute: Int) throws {
+        let date = try Date(instant, strategy: .iso8601)
+        #expect(ScheduleRunner.localTime(date, calendar: Self.berlin()) == .init(weekday: weekday, minute: minute))
+    }
+
+    @Test func theSkippedHourNeverHoldsAndTheRepeatedOneHoldsTwice() throws {
+        let schedule = try BandwidthSchedule(parsing: "02:00-03:00=pause")
+        let calendar = Self.berlin()
+        let spring = [0, 15, 30, 45, 60, 75].map { try! Date("2026-03-29T00:00:00Z", strategy: .iso8601).addingTimeInterval(Double($0) * 60) }
+        #expect(spring.allSatisfy { schedule.setting(at: ScheduleRunner.localTime($0, calendar: calendar)) == nil })
+        let autumn = [0, 30, 60, 90].map { try! Date("2026-10-25T00:10:00Z", strategy: .iso8601).addingTimeInterval(Double($0) * 60) }
+        #expect(autumn.map { schedule.setting(at: ScheduleRunner.localTime($0, calendar: calendar)) } == [.pause, .pause, .pause, .pause])
+    }
+
+    @Test func theNextLookIsTheNextChangeOrAQuarterOfAnHour() throws {
+        let schedule = try BandwidthSchedule(parsing: "Mon-Fri 08:00-18:00=1M")
+        let calendar = Self.berlin()
+        // Wednesday 2026-11-25 07:58:30 in Berlin (06:58:30 UTC): 90 s to 08:00.
+        let date = try Date("2026-11-25T06:58:30Z", strategy: .iso8601)
+        #expect(ScheduleRunner.secondsUntilLook(schedule, at: date, calendar: calendar) == 90)
+        #expect(ScheduleRunner.secondsUntilLook(schedule, at: date.addingTimeInterval(3600), calendar: calendar) == 900)
+    }
+
+    @Test func theSettingReachesTheQueue() throws {
+        let queue = DownloadQueue(maximumActive: 4, bytesPerSecond: 1000)
+        let runner = ScheduleRunner(queue: queue, bytesPerSecond: 1000, maximumActive: 4, calendar: Self.berlin())
+        let rules = try BandwidthSchedule(parsing: "Wed 08:00-09:00=pause, Wed 09:00-10:00=2M, Wed 10:00-11:00=0")
+        runner.state.withLockedValue { $0.schedule = rules }
+        func at(_ utc: String) throws { runner.applyNow(at: try Date(utc, strategy: .iso8601)) }
+        try at("2026-11-25T07:30:00Z")  // 08:30 in Berlin
+        #expect(queue.maximumActive == 0)
+        try at("2026-11-25T08:30:00Z")
+        #expect(queue.maximumActive == 4 && queue.bytesPerSecond == 2 << 20)
+        try at("2026-11-25T09:30:00Z")
+        #expect(queue.bytesPerSecond == nil)
+        try at("2026-11-25T10:30:00Z")  // outside every window: the daemon's own limit
+        #expect(queue.bytesPerSecond == 1000 && queue.maximumActive == 4)
+        runner.stop()
     }
 }

@@ -257,7 +257,8 @@ public final class DownloadQueue: Sendable {
     public var maximumActive: Int { state.withLockedValue { $0.schedule.maximumActive } }
 
     /// Changes the most downloads running at once. A lower maximum stops the last started
-    /// beyond it; they wait again with their data kept.
+    /// beyond it; they wait again with their data kept. 0 holds the whole queue (nothing
+    /// starts, and nothing is marked paused) until the maximum is raised again.
     public func setMaximumActive(_ maximum: Int) { _ = act { $0.setMaximumActive(maximum) } }
 
     /// The queue's rate limit over every download; `nil` for none.

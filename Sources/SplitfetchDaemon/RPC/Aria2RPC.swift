@@ -1,3 +1,4 @@
+import DownloadCore
 import FoundationEssentials
 import Splitfetch
 
@@ -263,7 +264,9 @@ public struct Aria2RPC: Sendable {
             try changeGlobal(try Self.options(p.first))
             return "OK"
         case "aria2.getGlobalOption":
-            return .object(daemon.state.withLockedValue { $0.globalOptions }.mapValues { .string($0) })
+            var options = daemon.state.withLockedValue { $0.globalOptions }
+            options["schedule"] = daemon.limits.scheduleText
+            return .object(options.mapValues { .string($0) })
         case "aria2.getGlobalStat":
             let counts = daemon.counts()
             let active = daemon.unfinished([.active], offset: 0, count: .max)
@@ -315,9 +318,16 @@ public struct Aria2RPC: Sendable {
             switch name {
             case "max-overall-download-limit":
                 let rate = try Aria2Options.size(name, value, atLeast: 0)
-                daemon.queue.setBytesPerSecond(rate == 0 ? nil : rate)
+                daemon.limits.setOwn(bytesPerSecond: .some(rate == 0 ? nil : rate))
             case "max-concurrent-downloads":
-                daemon.queue.setMaximumActive(try Aria2Options.count(name, value, in: 1...1000))
+                daemon.limits.setOwn(maximumActive: try Aria2Options.count(name, value, in: 1...1000))
+            case "schedule":
+                // Splitfetch's own: the limit by day and time (`--schedule`); empty clears it.
+                do {
+                    daemon.limits.setSchedule(value.isEmpty ? nil : try BandwidthSchedule(parsing: value), text: value)
+                } catch {
+                    throw RPCError.invalidParams("schedule: \(error)")
+                }
             default:
                 if Aria2Options.isDaemonOnly(name) {
                     throw RPCError.forbidden("option \(name) can only be set in the daemon's configuration, not through the API")
