@@ -97,7 +97,11 @@ let package = Package(
         ),
         .executableTarget(
             name: "splitfetch-daemon",
-            dependencies: ["SplitfetchDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "SplitfetchDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             swiftSettings: strict
         ),
         .target(

@@ -400,6 +400,50 @@ def schedule(daemon_bin, server, work):
         d.stop()
 
 
+def clients(daemon_bin, server, work):
+    """splitfetch add, ls, pause, resume, rm and watch against a running daemon, through the one-shot
+    tool (which runs the daemon's binary for them), finding it through the state directory."""
+    state, root = os.path.join(work, "cl-state"), os.path.join(work, "cl-root")
+    os.makedirs(root)
+    cli = os.path.join(os.path.dirname(daemon_bin), "splitfetch")
+    d = Daemon(cli, state, root, free_port(), ["--max-overall-download-limit", "4M"]).start()
+
+    def run(*args):
+        return subprocess.run([cli, *args, "--state-dir", state], capture_output=True, text=True, timeout=120)
+
+    try:
+        added = run("add", server.url(8_000_000, 31, "c1.bin"), server.url(300_000, 32, "c2.bin"))
+        gids = added.stdout.split()
+        check(added.returncode == 0 and len(gids) == 2, "splitfetch add: two IDs", added.stdout + added.stderr)
+        paused = run("add", "--out", "c3.bin", "--paused", server.url(200_000, 33, "x.bin"))
+        gid3 = paused.stdout.strip()
+        listed = run("ls")
+        check(listed.returncode == 0 and all(g in listed.stdout for g in gids + [gid3]) and "paused" in listed.stdout,
+              "splitfetch ls lists them, with their states", listed.stdout + listed.stderr)
+        rows = [json.loads(line) for line in run("ls", "--json").stdout.splitlines() if line.strip()]
+        check({r["gid"] for r in rows} == set(gids + [gid3]) and all("status" in r and "totalLength" in r for r in rows),
+              "splitfetch ls --json: one status object per line", rows[:1])
+        check(run("pause", gids[0]).returncode == 0 and call(d.port, "aria2.tellStatus", gids[0], ["status"], token=d.secret())[1]["result"]["status"] == "paused",
+              "splitfetch pause")
+        check(run("resume", gids[0], gid3).returncode == 0, "splitfetch resume")
+        watched = run("watch", "--json", "--until-idle", "--interval", "0.2")
+        events = [json.loads(line) for line in watched.stdout.splitlines() if line.strip()]
+        finals = {e["gid"]: e["status"] for e in events}
+        check(watched.returncode == 0 and all(finals.get(g) == "complete" for g in gids + [gid3])
+              and any(e["status"] == "active" for e in events), "splitfetch watch --json follows them to complete",
+              watched.stdout[-400:] + watched.stderr)
+        good = sha256(os.path.join(root, "c1.bin")) == server.want(8_000_000, 31) and sha256(os.path.join(root, "c3.bin")) == server.want(200_000, 33)
+        check(good, "the client commands' downloads have their SHA-256")
+        removed = run("rm", gids[1])
+        check(removed.returncode == 0 and gids[1] not in run("ls").stdout, "splitfetch rm drops a finished download", removed.stderr)
+        unknown = run("pause", "0000000000000000")
+        check(unknown.returncode == 1 and "0000000000000000" in unknown.stderr, "an unknown ID: status 1 and a message", unknown.stderr)
+    finally:
+        d.stop()
+    gone = run("ls")
+    check(gone.returncode != 0 and "no daemon runs" in gone.stderr, "with no daemon running: a clear message", gone.stderr)
+
+
 def main():
     daemon_bin, server_bin, work, aria2p_cli = sys.argv[1:5]
     server = TestServer(server_bin, work, rate=4 << 20)
@@ -407,6 +451,7 @@ def main():
         library_and_cli(daemon_bin, server, work, aria2p_cli)
         security(daemon_bin, server, work)
         restarts(daemon_bin, server, work)
+        clients(daemon_bin, server, work)
         schedule(daemon_bin, server, work)
     finally:
         server.stop()

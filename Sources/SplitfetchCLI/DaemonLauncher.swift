@@ -4,7 +4,7 @@ import Glibc
 /// one-shot tool links none of its server, database or WebSocket code and starts as fast.
 enum DaemonLauncher {
     /// The subcommands that belong to the daemon's binary.
-    static let subcommands: Set<String> = ["serve"]
+    static let subcommands: Set<String> = ["serve", "add", "ls", "pause", "resume", "rm", "watch"]
 
     /// Replaces this process with the daemon's binary if `arguments` start with one of its
     /// subcommands; returns only if they do not, or with an error message if it cannot be run.

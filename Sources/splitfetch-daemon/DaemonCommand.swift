@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
-import FoundationEssentials
+import Foundation
+import NIOConcurrencyHelpers
 import Glibc
 import Logging
 import Splitfetch
@@ -13,7 +14,7 @@ struct DaemonCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "splitfetch-daemon",
         abstract: "The Splitfetch download daemon: a durable queue behind aria2's JSON-RPC.",
-        subcommands: [Serve.self],
+        subcommands: [Serve.self, Add.self, List.self, Pause.self, Resume.self, Remove.self, Watch.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -82,7 +83,23 @@ struct Serve: AsyncParsableCommand {
         configuration.allowedOrigins = allowOrigin
         configuration.allowedHosts = allowHost
         let (log, address) = (logger, host)
+        let addressFile = state.appending("address")
+        let written = NIOLockedValueBox("")
+        defer {
+            // Only our own: a daemon that took over the directory after ours wrote its address.
+            if (try? String(contentsOfFile: addressFile.string, encoding: .utf8)) == written.withLockedValue({ $0 }) {
+                unlink(addressFile.string)
+            }
+        }
         try await DaemonServer.run(daemon: daemon, rpc: rpc, configuration: configuration, logger: logger) { bound in
+            // Where the client commands find the daemon (the secret is beside it).
+            let text = (address.contains(":") ? "[\(address)]" : address) + ":\(bound)\n"
+            let fd = open(addressFile.string, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                _ = text.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, text.utf8.count) }
+                close(fd)
+                written.withLockedValue { $0 = text }
+            }
             log.notice("listening", metadata: ["address": "\(address):\(bound)", "root": "\(root.path)", "state": "\(state)"])
         }
         await eventWriter?.finish()
