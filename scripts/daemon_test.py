@@ -444,6 +444,51 @@ def clients(daemon_bin, server, work):
     check(gone.returncode != 0 and "no daemon runs" in gone.stderr, "with no daemon running: a clear message", gone.stderr)
 
 
+def hooks(daemon_bin, server, work):
+    """--on-complete and --on-error: the details in the environment, exactly once per download,
+    across a SIGKILL and restart in the middle."""
+    state, root = os.path.join(work, "hk-state"), os.path.join(work, "hk-root")
+    os.makedirs(root)
+    log = os.path.join(work, "hooks.log")
+    script = os.path.join(work, "hook.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\n"
+                f"printf '%s|%s|%s|%s|%s\\n' \"$SPLITFETCH_ID\" \"$SPLITFETCH_STATUS\" \"$SPLITFETCH_PATH\" \"$SPLITFETCH_SIZE\" "
+                f"\"$SPLITFETCH_ERROR_CODE\" >> {log}\n")
+    os.chmod(script, 0o755)
+    d = Daemon(daemon_bin, state, root, free_port(), ["-j", "3", "--on-complete", script, "--on-error", script]).start()
+    secret = d.secret()
+    sizes = {f"h{i}.bin": 1_000_000 + i * 250_000 for i in range(20)}
+    gids = {}
+    for i, (name, size) in enumerate(sizes.items()):
+        gids[name] = call(d.port, "aria2.addUri", [server.url(size, 200 + i, name)], {"out": name}, token=secret)[1]["result"]
+    missing = call(d.port, "aria2.addUri", [f"http://127.0.0.1:{server.port}/no/such/file"], {"out": "missing.bin", "max-tries": "1"},
+                   token=secret)[1]["result"]
+    wait_for("some complete", lambda: sum(1 for line in open(log)) >= 6 if os.path.exists(log) else False, 60)
+    d.stop(signal.SIGKILL)
+    d.start()
+    def all_final():
+        return all(call(d.port, "aria2.tellStatus", g, ["status"], token=secret)[1]["result"]["status"] in ("complete", "error")
+                   for g in list(gids.values()) + [missing])
+    wait_for("all final", all_final, 120)
+    wait_for("every hook", lambda: len(open(log).read().splitlines()) >= 21, 30)
+    time.sleep(1)  # a hook run twice would show now
+    d.stop()
+    lines = [line.split("|") for line in open(log).read().splitlines()]
+    by_gid = {}
+    for fields in lines:
+        by_gid.setdefault(fields[0], []).append(fields)
+    once = all(len(by_gid.get(g, [])) == 1 for g in list(gids.values()) + [missing]) and len(lines) == 21
+    check(once, "each download's hook ran exactly once, across a SIGKILL and restart", f"{len(lines)} lines for 21 downloads")
+    right = all(by_gid[g][0][1] == "complete" and by_gid[g][0][2] == os.path.join(os.path.realpath(root), name)
+                and by_gid[g][0][3] == str(sizes[name]) for name, g in gids.items() if g in by_gid)
+    check(right, "--on-complete got the ID, status, path and size in its environment", lines[:2])
+    check(missing in by_gid and by_gid[missing][0][1] == "error" and by_gid[missing][0][4] == "http",
+          "--on-error got the status and the error code", by_gid.get(missing))
+    good = sum(1 for i, (name, size) in enumerate(sizes.items()) if sha256(os.path.join(root, name)) == server.want(size, 200 + i))
+    check(good == 20, "the hooked downloads have their SHA-256", f"{good} of 20")
+
+
 def main():
     daemon_bin, server_bin, work, aria2p_cli = sys.argv[1:5]
     server = TestServer(server_bin, work, rate=4 << 20)
@@ -452,6 +497,7 @@ def main():
         security(daemon_bin, server, work)
         restarts(daemon_bin, server, work)
         clients(daemon_bin, server, work)
+        hooks(daemon_bin, server, work)
         schedule(daemon_bin, server, work)
     finally:
         server.stop()

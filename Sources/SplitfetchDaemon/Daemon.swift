@@ -29,6 +29,8 @@ public final class Daemon: Sendable {
     let events: Task<Void, Never>
     /// The limits over time: the daemon's own, and the schedule's inside its windows.
     let limits: ScheduleRunner
+    /// What runs when a download finishes.
+    let hooks: Hooks
 
     struct State {
         var jobs: [String: Job] = [:]
@@ -104,7 +106,9 @@ public final class Daemon: Sendable {
     ///
     /// - Parameter schedule: a bandwidth schedule in `--schedule`'s form (see the manual), or `nil`.
     public init(store: any JobStore, root: DownloadRoot, maximumActive: Int = 5, bytesPerSecond: Int64? = nil,
-                schedule: String? = nil, defaults: DownloadOptions = DownloadOptions(), logger: Logger) async throws {
+                schedule: String? = nil, hooks: Hooks = Hooks(), defaults: DownloadOptions = DownloadOptions(),
+                logger: Logger) async throws {
+        self.hooks = hooks
         let parsedSchedule: BandwidthSchedule?
         do {
             parsedSchedule = try schedule.map { text throws(ScheduleError) in try BandwidthSchedule(parsing: text) }
@@ -153,6 +157,8 @@ public final class Daemon: Sendable {
         }
         try await restore()
         limits.setSchedule(parsedSchedule, text: schedule ?? "")
+        // Hooks that were due when the daemon stopped (never one that already started).
+        for job in allJobs() where job.hookPending { runHook(job.gid) }
     }
 
     /// Puts the stored jobs back.
@@ -169,6 +175,7 @@ public final class Daemon: Sendable {
                 job.totalLength = FileManagerLite.size(job.destination)
                 job.completedLength = job.totalLength
                 job.finishedAt = Date().timeIntervalSince1970
+                job.hookPending = hooks.command(for: .complete) != nil
                 changed.append(job)
                 continue
             }
@@ -331,13 +338,31 @@ public final class Daemon: Sendable {
             default:
                 break
             }
+            if hooks.command(for: snapshot.state) != nil { job.hookPending = true }
             state.store(job)
             return (true, Self.notification(for: snapshot.state))
         }
         guard changed else { return }
         writer.persistSoon([gid])
         if snapshot.state.isFinal { queue.forget(gid) }
+        if hooks.command(for: snapshot.state) != nil { runHook(gid) }
         if let notification { notify(Notification(method: notification, gid: gid)) }
+    }
+
+    /// Runs a finished job's hook once: the pending mark is cleared and committed first, so a
+    /// kill during the hook never runs it again (the hook itself is not killed with the daemon).
+    func runHook(_ gid: String) {
+        let (hooks, logger) = (hooks, logger)
+        Task {
+            guard let job = self.job(gid), job.hookPending, let command = hooks.command(for: job.state) else { return }
+            do {
+                try await self.update(gid) { $0.hookPending = false }
+            } catch {
+                logger.error("a hook's start could not be recorded; it is not run", metadata: ["gid": "\(gid)", "error": "\(error)"])
+                return
+            }
+            await Hooks.run(command, for: job, timeout: hooks.timeout, logger: logger)
+        }
     }
 
     static func notification(for state: DownloadState) -> String? {

@@ -47,6 +47,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The speed limit by day and time, e.g. 'Mon-Fri 08:00-18:00=1M, 18:00-08:00=0' (0: no limit; pause: hold every download).",
                                valueName: "RULES"))
     var schedule: String?
+    @Option(help: ArgumentHelp("Run this command when a download completes (its words split at spaces, no shell; details in SPLITFETCH_* environment variables).", valueName: "COMMAND"))
+    var onComplete: String?
+    @Option(help: ArgumentHelp("Run this command when a download fails (as --on-complete).", valueName: "COMMAND"))
+    var onError: String?
+    @Option(help: "Seconds a hook may run before it is terminated.")
+    var hookTimeout: Int = 60
     @Option(help: "An Origin allowed to call the API besides the daemon's own (repeatable), e.g. chrome-extension://ID.")
     var allowOrigin: [String] = []
     @Option(help: "A Host name the daemon may be reached by besides its address and localhost (repeatable).")
@@ -76,7 +82,9 @@ struct Serve: AsyncParsableCommand {
         var defaults = DownloadOptions()
         defaults.connections = split
         let daemon = try await Daemon(store: store, root: root, maximumActive: maxConcurrentDownloads,
-                                      bytesPerSecond: limit == 0 ? nil : limit, schedule: schedule, defaults: defaults, logger: logger)
+                                      bytesPerSecond: limit == 0 ? nil : limit, schedule: schedule,
+                                      hooks: Hooks(onComplete: onComplete, onError: onError, timeout: .seconds(max(1, hookTimeout))),
+                                      defaults: defaults, logger: logger)
         let eventWriter = try events.map { try EventFile(path: $0, daemon: daemon) }
         let rpc = Aria2RPC(daemon: daemon, secret: secret)
         var configuration = DaemonServer.Configuration(host: host, port: port)

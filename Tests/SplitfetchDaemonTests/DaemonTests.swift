@@ -248,6 +248,7 @@ struct DaemonPartTests {
             job.completedLength = 7
             job.sha256 = "cafe"
             job.finishedAt = 11
+            job.hookPending = true
             var failed = job
             failed.gid = "00000000000000ac"
             failed.state = .failed

@@ -31,6 +31,10 @@ public struct Job: Sendable, Equatable, Codable {
     /// Seconds since 1970.
     public var addedAt: Double
     public var finishedAt: Double?
+    /// Finished, with its hook (`--on-complete`, `--on-error`) not yet started: set with the final
+    /// state in one write, cleared (and committed) just before the hook runs, so a hook runs at
+    /// most once, and one pending at a restart runs then.
+    public var hookPending = false
 
     public init(gid: String, order: Double, uris: [String], destination: String, options: [String: String],
                 state: DownloadState, priority: Int = 0, bytesPerSecond: Int64? = nil, addedAt: Double) {

@@ -65,6 +65,9 @@ public final class SQLiteJobStore: JobStore {
                 CREATE INDEX job_order ON job(sortOrder);
                 """)
         }
+        migrator.registerMigration("v2: hooks") { db in
+            try db.execute(sql: "ALTER TABLE job ADD COLUMN hookPending INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 
@@ -86,8 +89,8 @@ public final class SQLiteJobStore: JobStore {
             for arguments in rows {
                 try db.execute(sql: """
                     INSERT OR REPLACE INTO job (gid, sortOrder, uris, destination, options, state, priority, bytesPerSecond,
-                        totalLength, completedLength, sha256, errorCode, errorMessage, addedAt, finishedAt)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        totalLength, completedLength, sha256, errorCode, errorMessage, addedAt, finishedAt, hookPending)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """, arguments: arguments)
             }
             for gid in deleting {
@@ -131,7 +134,8 @@ public final class SQLiteJobStore: JobStore {
         let uris = String(decoding: try encoder.encode(job.uris), as: UTF8.self)
         let options = String(decoding: try encoder.encode(job.options), as: UTF8.self)
         return [job.gid, job.order, uris, job.destination, options, job.state.rawValue, job.priority, job.bytesPerSecond,
-                job.totalLength, job.completedLength, job.sha256, job.errorCode, job.errorMessage, job.addedAt, job.finishedAt]
+                job.totalLength, job.completedLength, job.sha256, job.errorCode, job.errorMessage, job.addedAt, job.finishedAt,
+                job.hookPending]
     }
 
     private static func job(from row: Row) throws -> Job {
@@ -146,6 +150,7 @@ public final class SQLiteJobStore: JobStore {
         job.errorCode = row["errorCode"]
         job.errorMessage = row["errorMessage"]
         job.finishedAt = row["finishedAt"]
+        job.hookPending = row["hookPending"]
         return job
     }
 }
