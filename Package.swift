@@ -86,6 +86,8 @@ let package = Package(
                 "Splitfetch",
                 // The schedule's decision (BandwidthSchedule) is the core's.
                 "DownloadCore",
+                // Webhook signatures (HMAC-SHA256).
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),

@@ -489,6 +489,64 @@ def hooks(daemon_bin, server, work):
     check(good == 20, "the hooked downloads have their SHA-256", f"{good} of 20")
 
 
+def webhooks(daemon_bin, server, work):
+    """--webhook: a receiver on loopback gets every completion and failure, signed with HMAC-SHA256
+    of the body; it refuses each first attempt, so every one is a retry."""
+    import hashlib as _h, hmac, http.server, threading
+    key = "webhook-key-0123456789"
+    key_file = os.path.join(work, "webhook.key")
+    with open(key_file, "w") as f:
+        f.write(key + "\n")
+    received, lock = [], threading.Lock()
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            signature = self.headers.get("X-Splitfetch-Signature", "")
+            good = hmac.compare_digest(signature, "sha256=" + hmac.new(key.encode(), body, _h.sha256).hexdigest())
+            event = json.loads(body)
+            with lock:
+                first = not any(e["id"] == event["id"] for e, _ in received)
+                received.append((event, good))
+            self.send_response(500 if first else 204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    state, root = os.path.join(work, "wh-state"), os.path.join(work, "wh-root")
+    os.makedirs(root)
+    d = Daemon(daemon_bin, state, root, free_port(), ["-j", "3", "--webhook", f"http://127.0.0.1:{receiver.server_port}/hook",
+                                                      "--webhook-key-file", key_file]).start()
+    secret = d.secret()
+    gids = [call(d.port, "aria2.addUri", [server.url(700_000 + i, 300 + i, f"w{i}.bin")], {"out": f"w{i}.bin"}, token=secret)[1]["result"]
+            for i in range(10)]
+    missing = call(d.port, "aria2.addUri", [f"http://127.0.0.1:{server.port}/no/such/thing"], {"out": "wmiss.bin", "max-tries": "1"},
+                   token=secret)[1]["result"]
+    wait_for("a few delivered", lambda: len({e["id"] for e, _ in received}) >= 3, 60)
+    d.stop(signal.SIGKILL)
+    d.start()
+    everyone = set(gids + [missing])
+
+    def delivered():
+        with lock:
+            return {e["id"] for e, _ in received[1:]} >= everyone and all(
+                sum(1 for e, _ in received if e["id"] == g) >= 2 for g in everyone)
+    ok = wait_for("every webhook delivered", delivered, 90)
+    d.stop()
+    receiver.shutdown()
+    with lock:
+        events = list(received)
+    check(ok, "the webhook receiver got every completion and failure (each retried after a 500)",
+          f"{len({e['id'] for e, _ in events} & everyone)} of {len(everyone)}")
+    check(all(good for _, good in events), "every webhook carries a valid HMAC-SHA256 signature")
+    kinds = {e["id"]: e["event"] for e, _ in events}
+    check(kinds.get(missing) == "error" and all(kinds.get(g) == "complete" for g in gids),
+          "the documents say complete or error, with the ID", kinds.get(missing))
+
+
 def main():
     daemon_bin, server_bin, work, aria2p_cli = sys.argv[1:5]
     server = TestServer(server_bin, work, rate=4 << 20)
@@ -498,6 +556,7 @@ def main():
         restarts(daemon_bin, server, work)
         clients(daemon_bin, server, work)
         hooks(daemon_bin, server, work)
+        webhooks(daemon_bin, server, work)
         schedule(daemon_bin, server, work)
     finally:
         server.stop()

@@ -31,6 +31,7 @@ public final class Daemon: Sendable {
     let limits: ScheduleRunner
     /// What runs when a download finishes.
     let hooks: Hooks
+    let webhook: Webhook?
 
     struct State {
         var jobs: [String: Job] = [:]
@@ -106,9 +107,10 @@ public final class Daemon: Sendable {
     ///
     /// - Parameter schedule: a bandwidth schedule in `--schedule`'s form (see the manual), or `nil`.
     public init(store: any JobStore, root: DownloadRoot, maximumActive: Int = 5, bytesPerSecond: Int64? = nil,
-                schedule: String? = nil, hooks: Hooks = Hooks(), defaults: DownloadOptions = DownloadOptions(),
-                logger: Logger) async throws {
+                schedule: String? = nil, hooks: Hooks = Hooks(), webhook: Webhook? = nil,
+                defaults: DownloadOptions = DownloadOptions(), logger: Logger) async throws {
         self.hooks = hooks
+        self.webhook = webhook
         let parsedSchedule: BandwidthSchedule?
         do {
             parsedSchedule = try schedule.map { text throws(ScheduleError) in try BandwidthSchedule(parsing: text) }
@@ -159,6 +161,7 @@ public final class Daemon: Sendable {
         limits.setSchedule(parsedSchedule, text: schedule ?? "")
         // Hooks that were due when the daemon stopped (never one that already started).
         for job in allJobs() where job.hookPending { runHook(job.gid) }
+        for job in allJobs() where job.webhookPending { sendWebhook(job.gid) }
     }
 
     /// Puts the stored jobs back.
@@ -176,6 +179,7 @@ public final class Daemon: Sendable {
                 job.completedLength = job.totalLength
                 job.finishedAt = Date().timeIntervalSince1970
                 job.hookPending = hooks.command(for: .complete) != nil
+                job.webhookPending = webhook != nil
                 changed.append(job)
                 continue
             }
@@ -339,6 +343,7 @@ public final class Daemon: Sendable {
                 break
             }
             if hooks.command(for: snapshot.state) != nil { job.hookPending = true }
+            if webhook != nil, snapshot.state == .complete || snapshot.state == .failed { job.webhookPending = true }
             state.store(job)
             return (true, Self.notification(for: snapshot.state))
         }
@@ -346,6 +351,7 @@ public final class Daemon: Sendable {
         writer.persistSoon([gid])
         if snapshot.state.isFinal { queue.forget(gid) }
         if hooks.command(for: snapshot.state) != nil { runHook(gid) }
+        if webhook != nil, snapshot.state == .complete || snapshot.state == .failed { sendWebhook(gid) }
         if let notification { notify(Notification(method: notification, gid: gid)) }
     }
 
@@ -362,6 +368,17 @@ public final class Daemon: Sendable {
                 return
             }
             await Hooks.run(command, for: job, timeout: hooks.timeout, logger: logger)
+        }
+    }
+
+    /// Delivers a finished job's webhook, then records it delivered.
+    func sendWebhook(_ gid: String) {
+        guard let webhook else { return }
+        let logger = logger
+        Task {
+            guard let job = self.job(gid), job.webhookPending else { return }
+            await webhook.deliver(job, logger: logger)
+            try? await self.update(gid) { $0.webhookPending = false }
         }
     }
 

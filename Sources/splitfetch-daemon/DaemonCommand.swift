@@ -53,6 +53,10 @@ struct Serve: AsyncParsableCommand {
     var onError: String?
     @Option(help: "Seconds a hook may run before it is terminated.")
     var hookTimeout: Int = 60
+    @Option(help: "POST a JSON document here per download that completes or fails (retried until it is taken).")
+    var webhook: String?
+    @Option(help: "A file holding the key that signs webhooks (HMAC-SHA256, X-Splitfetch-Signature).")
+    var webhookKeyFile: String?
     @Option(help: "An Origin allowed to call the API besides the daemon's own (repeatable), e.g. chrome-extension://ID.")
     var allowOrigin: [String] = []
     @Option(help: "A Host name the daemon may be reached by besides its address and localhost (repeatable).")
@@ -84,6 +88,7 @@ struct Serve: AsyncParsableCommand {
         let daemon = try await Daemon(store: store, root: root, maximumActive: maxConcurrentDownloads,
                                       bytesPerSecond: limit == 0 ? nil : limit, schedule: schedule,
                                       hooks: Hooks(onComplete: onComplete, onError: onError, timeout: .seconds(max(1, hookTimeout))),
+                                      webhook: try webhookConfiguration(),
                                       defaults: defaults, logger: logger)
         let eventWriter = try events.map { try EventFile(path: $0, daemon: daemon) }
         let rpc = Aria2RPC(daemon: daemon, secret: secret)
@@ -111,6 +116,20 @@ struct Serve: AsyncParsableCommand {
             log.notice("listening", metadata: ["address": "\(address):\(bound)", "root": "\(root.path)", "state": "\(state)"])
         }
         await eventWriter?.finish()
+    }
+
+    func webhookConfiguration() throws -> Webhook? {
+        guard let webhook else { return nil }
+        guard let url = URL(string: webhook), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+            throw ValidationError("--webhook must be an http or https URL")
+        }
+        let key = try webhookKeyFile.map { path -> [UInt8] in
+            guard let data = FileManager.default.contents(atPath: path), !data.isEmpty else {
+                throw ValidationError("cannot read the webhook key file \(path)")
+            }
+            return Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        }
+        return Webhook(url: url, key: key)
     }
 
     static func defaultStateDirectory() -> String {

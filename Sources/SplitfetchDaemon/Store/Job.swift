@@ -35,6 +35,9 @@ public struct Job: Sendable, Equatable, Codable {
     /// state in one write, cleared (and committed) just before the hook runs, so a hook runs at
     /// most once, and one pending at a restart runs then.
     public var hookPending = false
+    /// Finished, with its webhook (`--webhook`) not yet delivered; cleared once the receiver
+    /// answered 2xx (or gave up on), so a restart sends what was not delivered.
+    public var webhookPending = false
 
     public init(gid: String, order: Double, uris: [String], destination: String, options: [String: String],
                 state: DownloadState, priority: Int = 0, bytesPerSecond: Int64? = nil, addedAt: Double) {

@@ -68,6 +68,9 @@ public final class SQLiteJobStore: JobStore {
         migrator.registerMigration("v2: hooks") { db in
             try db.execute(sql: "ALTER TABLE job ADD COLUMN hookPending INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v3: webhooks") { db in
+            try db.execute(sql: "ALTER TABLE job ADD COLUMN webhookPending INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 
@@ -89,8 +92,9 @@ public final class SQLiteJobStore: JobStore {
             for arguments in rows {
                 try db.execute(sql: """
                     INSERT OR REPLACE INTO job (gid, sortOrder, uris, destination, options, state, priority, bytesPerSecond,
-                        totalLength, completedLength, sha256, errorCode, errorMessage, addedAt, finishedAt, hookPending)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        totalLength, completedLength, sha256, errorCode, errorMessage, addedAt, finishedAt, hookPending,
+                        webhookPending)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """, arguments: arguments)
             }
             for gid in deleting {
@@ -135,7 +139,7 @@ public final class SQLiteJobStore: JobStore {
         let options = String(decoding: try encoder.encode(job.options), as: UTF8.self)
         return [job.gid, job.order, uris, job.destination, options, job.state.rawValue, job.priority, job.bytesPerSecond,
                 job.totalLength, job.completedLength, job.sha256, job.errorCode, job.errorMessage, job.addedAt, job.finishedAt,
-                job.hookPending]
+                job.hookPending, job.webhookPending]
     }
 
     private static func job(from row: Row) throws -> Job {
@@ -151,6 +155,7 @@ public final class SQLiteJobStore: JobStore {
         job.errorMessage = row["errorMessage"]
         job.finishedAt = row["finishedAt"]
         job.hookPending = row["hookPending"]
+        job.webhookPending = row["webhookPending"]
         return job
     }
 }
