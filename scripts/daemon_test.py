@@ -547,6 +547,32 @@ def webhooks(daemon_bin, server, work):
           "the documents say complete or error, with the ID", kinds.get(missing))
 
 
+def per_host(daemon_bin, server, work):
+    """--max-downloads-per-host 1: one download from the server at a time, although -j is 4."""
+    state, root = os.path.join(work, "ph-state"), os.path.join(work, "ph-root")
+    os.makedirs(root)
+    d = Daemon(daemon_bin, state, root, free_port(), ["-j", "4", "--max-downloads-per-host", "1"]).start()
+    secret = d.secret()
+    try:
+        gids = [call(d.port, "aria2.addUri", [server.url(3_000_000, 400 + i, f"p{i}.bin")], {"out": f"p{i}.bin"}, token=secret)[1]["result"]
+                for i in range(4)]
+        most = 0
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            # Transferring: active with bytes still to come (one that has them all is only syncing its
+            # file, and its slot is already the next download's).
+            active = call(d.port, "aria2.tellActive", ["completedLength", "totalLength"], token=secret)[1]["result"]
+            most = max(most, sum(1 for a in active if int(a["totalLength"]) == 0 or int(a["completedLength"]) < int(a["totalLength"])))
+            if int(call(d.port, "aria2.getGlobalStat", token=secret)[1]["result"]["numStopped"]) == 4:
+                break
+            time.sleep(0.05)
+        good = sum(1 for i in range(4) if sha256(os.path.join(root, f"p{i}.bin")) == server.want(3_000_000, 400 + i))
+        check(most == 1 and good == 4, "--max-downloads-per-host 1: one transfer at a time from one server, all four to their SHA-256",
+              f"at most {most} transferring, {good} of 4 whole")
+    finally:
+        d.stop()
+
+
 def main():
     daemon_bin, server_bin, work, aria2p_cli = sys.argv[1:5]
     server = TestServer(server_bin, work, rate=4 << 20)
@@ -557,6 +583,7 @@ def main():
         clients(daemon_bin, server, work)
         hooks(daemon_bin, server, work)
         webhooks(daemon_bin, server, work)
+        per_host(daemon_bin, server, work)
         schedule(daemon_bin, server, work)
     finally:
         server.stop()

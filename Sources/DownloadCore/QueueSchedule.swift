@@ -69,6 +69,8 @@ public struct QueueSchedule: Sendable, Equatable {
         public internal(set) var stopping = false
         /// Orders entries by position: lower is earlier.
         var rank: Int
+        /// The server it downloads from, for the per-host cap; `nil` for none.
+        public internal(set) var host: String? = nil
     }
 
     /// Each download by its ID, and the IDs in position order (ended ones too, until forgotten).
@@ -83,6 +85,10 @@ public struct QueueSchedule: Sendable, Equatable {
     private var runningCount = 0
     /// Downloads holding a slot at most.
     public private(set) var maximumActive: Int
+    /// Downloads of one host holding a slot at most; `nil` for no cap.
+    public private(set) var maximumPerHost: Int?
+    /// Slots held per host.
+    private var heldByHost: [String: Int] = [:]
 
     public init(maximumActive: Int) {
         self.maximumActive = max(1, maximumActive)
@@ -113,15 +119,16 @@ public struct QueueSchedule: Sendable, Equatable {
     /// Adds a download at `position` (the end when `nil`, clamped to the queue).
     ///
     /// - Precondition: `id` is not in the queue.
-    public mutating func add(_ id: ID, priority: Int = 0, at position: Int? = nil, paused: Bool = false) -> [Action] {
+    public mutating func add(_ id: ID, priority: Int = 0, at position: Int? = nil, paused: Bool = false, host: String? = nil) -> [Action] {
         precondition(byID[id] == nil, "\(id) is already in the queue")
         let state: State = paused ? .paused : .waiting
         if let position, position < order.count {
             order.insert(id, at: max(0, position))
-            byID[id] = Entry(id: id, state: state, priority: priority, rank: 0)
+            byID[id] = Entry(id: id, state: state, priority: priority, rank: 0, host: host)
             renumber()
         } else {
-            byID[id] = Entry(id: id, state: state, priority: priority, rank: (order.last.flatMap { byID[$0]?.rank } ?? -1) + 1)
+            byID[id] = Entry(id: id, state: state, priority: priority, rank: (order.last.flatMap { byID[$0]?.rank } ?? -1) + 1,
+                             host: host)
             order.append(id)
         }
         if state == .waiting { waitingCount += 1 }
@@ -200,13 +207,20 @@ public struct QueueSchedule: Sendable, Equatable {
         return actions + fill()
     }
 
+    /// Changes the most downloads of one host holding a slot at once (`nil`: no cap). A lower cap
+    /// stops none: it holds back the next starts.
+    public mutating func setMaximumPerHost(_ maximum: Int?) -> [Action] {
+        maximumPerHost = maximum.map { max(1, $0) }
+        return fill()
+    }
+
     // MARK: - Reports from the downloads
 
     /// `id`'s bytes have all arrived: its slot is free while its file is synced and renamed.
     public mutating func transferred(_ id: ID) -> [Action] {
         guard let entry = byID[id], entry.holdsSlot else { return [] }
         byID[id]!.holdsSlot = false
-        slotsHeld -= 1
+        release(entry)
         return fill()
     }
 
@@ -215,7 +229,7 @@ public struct QueueSchedule: Sendable, Equatable {
     /// is a failure).
     public mutating func ended(_ id: ID, _ outcome: Outcome) -> [Action] {
         guard let entry = byID[id], entry.running else { return [] }
-        if entry.holdsSlot { slotsHeld -= 1 }
+        if entry.holdsSlot { release(entry) }
         runningCount -= 1
         byID[id]!.running = false
         byID[id]!.holdsSlot = false
@@ -232,20 +246,34 @@ public struct QueueSchedule: Sendable, Equatable {
     // MARK: - Decisions
 
     /// Starts waiting downloads while slots are free, the highest priority first, then the
-    /// earliest position. With no slot free, or nothing waiting, it looks at nothing.
+    /// earliest position, passing over those whose host has its cap of slots. With no slot free,
+    /// or nothing waiting, it looks at nothing.
     private mutating func fill() -> [Action] {
-        let free = maximumActive - slotsHeld
+        var free = maximumActive - slotsHeld
         guard free > 0, waitingCount > 0 else { return [] }
         var actions: [Action] = []
         let candidates = order.filter { byID[$0]!.state == .waiting && !byID[$0]!.running }
-        for id in startOrder(of: candidates).prefix(free) {
+        for id in startOrder(of: candidates) {
+            guard free > 0 else { break }
+            if let cap = maximumPerHost, let host = byID[id]!.host, heldByHost[host, default: 0] >= cap { continue }
             byID[id]!.running = true
             byID[id]!.holdsSlot = true
             runningCount += 1
             slotsHeld += 1
+            if let host = byID[id]!.host { heldByHost[host, default: 0] += 1 }
+            free -= 1
             actions += set(id, .active) + [.start(id)]
         }
         return actions
+    }
+
+    /// A slot given back.
+    private mutating func release(_ entry: Entry) {
+        slotsHeld -= 1
+        if let host = entry.host {
+            heldByHost[host, default: 1] -= 1
+            if heldByHost[host] == 0 { heldByHost[host] = nil }
+        }
     }
 
     /// `ids` by priority (highest first), then position.

@@ -105,8 +105,10 @@ public final class Daemon: Sendable {
     /// waiting ones wait for a slot (and resume from their manifests), paused ones stay paused.
     /// Finished ones stay in the history.
     ///
-    /// - Parameter schedule: a bandwidth schedule in `--schedule`'s form (see the manual), or `nil`.
-    public init(store: any JobStore, root: DownloadRoot, maximumActive: Int = 5, bytesPerSecond: Int64? = nil,
+    /// - Parameters:
+    ///   - schedule: a bandwidth schedule in `--schedule`'s form (see the manual), or `nil`.
+    ///   - maximumPerHost: downloads from one host at once, at most; `nil` for no cap.
+    public init(store: any JobStore, root: DownloadRoot, maximumActive: Int = 5, maximumPerHost: Int? = nil, bytesPerSecond: Int64? = nil,
                 schedule: String? = nil, hooks: Hooks = Hooks(), webhook: Webhook? = nil,
                 defaults: DownloadOptions = DownloadOptions(), logger: Logger) async throws {
         self.hooks = hooks
@@ -122,6 +124,7 @@ public final class Daemon: Sendable {
         self.logger = logger
         self.defaults = defaults
         queue = DownloadQueue(maximumActive: maximumActive, bytesPerSecond: bytesPerSecond)
+        queue.setMaximumActivePerHost(maximumPerHost)
         writer = StoreWriter(store: store) { [logger] error in
             logger.error("job changes could not be saved", metadata: ["error": "\(error)"])
         }

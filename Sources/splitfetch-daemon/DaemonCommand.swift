@@ -40,6 +40,8 @@ struct Serve: AsyncParsableCommand {
     var secretFile: String?
     @Option(name: [.customShort("j"), .customLong("max-concurrent-downloads")], help: "Downloads at once.")
     var maxConcurrentDownloads = 5
+    @Option(help: "Downloads from one server (host and port) at once, at most.")
+    var maxDownloadsPerHost: Int?
     @Option(name: [.customShort("n"), .customLong("split")], help: "Connections per download, unless a download says otherwise.")
     var split = 8
     @Option(help: "Rate limit for the whole queue in bytes per second (K and M suffixes); 0 for none.")
@@ -85,7 +87,8 @@ struct Serve: AsyncParsableCommand {
         let store = try SQLiteJobStore(path: state.appending("jobs.sqlite").string)
         var defaults = DownloadOptions()
         defaults.connections = split
-        let daemon = try await Daemon(store: store, root: root, maximumActive: maxConcurrentDownloads,
+        if let maxDownloadsPerHost, maxDownloadsPerHost < 1 { throw ValidationError("--max-downloads-per-host must be at least 1") }
+        let daemon = try await Daemon(store: store, root: root, maximumActive: maxConcurrentDownloads, maximumPerHost: maxDownloadsPerHost,
                                       bytesPerSecond: limit == 0 ? nil : limit, schedule: schedule,
                                       hooks: Hooks(onComplete: onComplete, onError: onError, timeout: .seconds(max(1, hookTimeout))),
                                       webhook: try webhookConfiguration(),

@@ -88,6 +88,25 @@ struct QueueScheduleTests {
         #expect(Self.starts(queue.setMaximumActive(2)) == ["a", "b"])
     }
 
+    /// One download per host at once: a free slot goes past a download whose host has its cap,
+    /// to the next whose host has room; the held one starts when its host's slot frees.
+    @Test func thePerHostCapPassesOverAHostAtItsCap() {
+        var queue = QueueSchedule(maximumActive: 3)
+        _ = queue.setMaximumPerHost(1)
+        #expect(Self.starts(queue.add("a1", host: "a")) == ["a1"])
+        #expect(Self.starts(queue.add("a2", host: "a")).isEmpty)
+        #expect(Self.starts(queue.add("b1", host: "b")) == ["b1"])
+        #expect(Self.starts(queue.add("x")) == ["x"])  // no host: no cap
+        #expect(Self.starts(queue.ended("a1", .completed)) == ["a2"])
+        // The slot is back once the bytes are in: a3 starts while a2 syncs its file.
+        _ = queue.add("a3", host: "a")
+        #expect(Self.starts(queue.transferred("a2")) == ["a3"])
+        // Raising the cap starts what it held back.
+        _ = queue.add("b2", host: "b")
+        _ = queue.ended("x", .completed)
+        #expect(Self.starts(queue.setMaximumPerHost(2)) == ["b2"])
+    }
+
     enum Freeing: String, CaseIterable, Sendable {
         case completion, failure, pause, removal, transferred
     }

@@ -207,6 +207,18 @@ struct MirrorTests {
         #expect(MirrorLinks.duplicates(in: fields, base: "http://origin:8080/files/x") == expected)
     }
 
+    /// Found by scripts/fuzz (its input is a seed of the `link` target now): a host starting
+    /// with a combining mark (U+065E). The mirror is fine; the fuzz target's check was not:
+    /// `"http://\u{65E}…".hasPrefix("http://")` is false, since the mark joins the "/" before it
+    /// into one Character. Every mirror that comes out is a URL libcurl parses, of scheme http(s).
+    @Test func aHostStartingWithACombiningMarkIsStillAnHTTPMirror() {
+        let field = "<http:/\u{65E}.example/x>; rel=duplicate; pri=1, <http://b/x>; rel=duplicate"
+        let mirrors = MirrorLinks.duplicates(in: [field], base: "http://origin:8080/files/x")
+        #expect(mirrors == ["http://\u{65E}.example/x", "http://b/x"])
+        #expect(mirrors.allSatisfy { CurlURL($0).map { $0.scheme == "http" || $0.scheme == "https" } ?? false })
+        #expect(!"http://\u{65E}.example".hasPrefix("http://"))
+    }
+
     @Test func identitySamplesAreSeededSmallAndInsideTheFile() {
         let size: Int64 = 100 << 20
         let a = IdentitySamples.ranges(size: size, seed: 1)

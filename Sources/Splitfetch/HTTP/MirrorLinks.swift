@@ -10,8 +10,10 @@ package enum MirrorLinks {
         var found: [(url: String, priority: Int, order: Int)] = []
         for field in fields {
             for link in parse(field) where link.relations.contains("duplicate") {
-                guard let url = CurlURL.resolve(link.target, against: base),
-                      let scheme = CurlURL.scheme(of: url), scheme == "http" || scheme == "https" else { continue }
+                // Resolved, and a URL libcurl itself parses with an http(s) scheme (a request to
+                // one it cannot parse would fail).
+                guard let url = CurlURL.resolve(link.target, against: base), let parsed = CurlURL(url),
+                      parsed.scheme == "http" || parsed.scheme == "https" else { continue }
                 found.append((url, link.priority ?? Int.max, found.count))
             }
         }

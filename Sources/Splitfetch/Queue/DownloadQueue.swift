@@ -179,7 +179,7 @@ public final class DownloadQueue: Sendable {
             guard !state.closed else { throw DownloadError(.usage, "the queue is shut down") }
             guard state.records[id] == nil else { throw DownloadError(.usage, "\(id) is already in the queue") }
             state.records[id] = record
-            return state.schedule.add(id, priority: priority, at: position, paused: paused)
+            return state.schedule.add(id, priority: priority, at: position, paused: paused, host: record.host)
         }
         return id
     }
@@ -255,6 +255,14 @@ public final class DownloadQueue: Sendable {
 
     /// Downloads running at once.
     public var maximumActive: Int { state.withLockedValue { $0.schedule.maximumActive } }
+
+    /// Downloads from one host (its name and port) running at once, at most; `nil` for no cap.
+    public var maximumActivePerHost: Int? { state.withLockedValue { $0.schedule.maximumPerHost } }
+
+    /// Changes the most downloads from one host running at once (`nil`: no cap; at least 1). A
+    /// lower cap stops nothing; it holds back the next starts. It is beside the session's cap on
+    /// connections per host (``Session/setMaximumConnectionsPerHost(_:)``).
+    public func setMaximumActivePerHost(_ maximum: Int?) { _ = act { $0.setMaximumPerHost(maximum) } }
 
     /// Changes the most downloads running at once. A lower maximum stops the last started
     /// beyond it; they wait again with their data kept. 0 holds the whole queue (nothing
