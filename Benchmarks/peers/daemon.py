@@ -90,6 +90,16 @@ class Daemon:
                 self.proc.wait()
 
 
+def fresh(work, root):
+    """An empty download root, and neither daemon's state left from a run before."""
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(os.path.join(work, "sf-state"), ignore_errors=True)
+    if os.path.exists(os.path.join(work, "aria2-session")):
+        os.remove(os.path.join(work, "aria2-session"))
+    os.makedirs(root)
+    return root
+
+
 def daemon_scenarios(args, work, out_dir, scenarios, synthetic_files, tl, run_many, many_commands, result_row, rows,
                      free_port, sha256_file, quick, round_order, settle_disk):
     daemon_bin = os.path.join(os.path.dirname(os.path.abspath(args.splitfetch)), "splitfetch-daemon")
@@ -117,12 +127,7 @@ def daemon_scenarios(args, work, out_dir, scenarios, synthetic_files, tl, run_ma
                     res = run_many(cli(listfile, os.path.join(out_dir, "many"), 8, urls), os.path.join(out_dir, "many"), expected, 900)
                 else:
                     kind = kinds[label]
-                    root = os.path.join(out_dir, "daemon")
-                    shutil.rmtree(root, ignore_errors=True)
-                    shutil.rmtree(os.path.join(work, "sf-state"), ignore_errors=True)
-                    if os.path.exists(os.path.join(work, "aria2-session")):
-                        os.remove(os.path.join(work, "aria2-session"))
-                    os.makedirs(root)
+                    root = fresh(work, os.path.join(out_dir, "daemon"))
                     d = Daemon(kind, daemon_bin if kind == "splitfetch" else None, work, root, free_port(), 8).start()
                     try:
                         settle_disk()
@@ -148,12 +153,7 @@ def daemon_scenarios(args, work, out_dir, scenarios, synthetic_files, tl, run_ma
     if "dq" in scenarios:
         count = 2000 if quick else 20_000
         for kind, label in (("splitfetch", "splitfetch serve"), ("aria2", "aria2c --enable-rpc")):
-            root = os.path.join(out_dir, "daemon-q")
-            shutil.rmtree(root, ignore_errors=True)
-            shutil.rmtree(os.path.join(work, "sf-state"), ignore_errors=True)
-            if os.path.exists(os.path.join(work, "aria2-session")):
-                os.remove(os.path.join(work, "aria2-session"))
-            os.makedirs(root)
+            root = fresh(work, os.path.join(out_dir, "daemon-q"))
             d = Daemon(kind, daemon_bin if kind == "splitfetch" else None, work, root, free_port(), 5).start()
             try:
                 for start in range(0, count, 1000):

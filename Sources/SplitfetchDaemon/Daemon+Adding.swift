@@ -1,0 +1,132 @@
+import DownloadCore
+import FoundationEssentials
+import Logging
+import NIOConcurrencyHelpers
+import Splitfetch
+import SystemPackage
+
+/// Adding jobs: checked, placed, committed, then handed to the library queue.
+extension Daemon {
+
+    /// Adds a download, committed before this returns.
+    ///
+    /// - Parameters:
+    ///   - uris: its URL, then its mirrors.
+    ///   - options: aria2 options (see ``Aria2Options``).
+    ///   - position: its place among the unfinished jobs; the end by default.
+    /// - Returns: its GID.
+    public func add(uris: [String], options: [String: String], position: Int? = nil) async throws(RPCError) -> String {
+        try await add([(uris, options, position)])[0].get()
+    }
+
+    /// Adds several downloads with one commit (a `system.multicall` of `addUri`s): each is
+    /// checked and placed in order, all that passed are committed together, then queued.
+    public func add(_ requests: [(uris: [String], options: [String: String], position: Int?)]) async -> [Result<String, RPCError>] {
+        var results: [Result<String, RPCError>] = []
+        var accepted: [(job: Job, options: DownloadOptions, position: Int?)] = []
+        for request in requests {
+            do throws(RPCError) {
+                let (job, options) = try prepare(uris: request.uris, options: request.options, position: request.position)
+                accepted.append((job, options, request.position))
+                results.append(.success(job.gid))
+            } catch {
+                results.append(.failure(error))
+            }
+        }
+        guard !accepted.isEmpty else { return results }
+        do {
+            try await writer.persist(accepted.map(\.job.gid))
+        } catch {
+            state.withLockedValue { state in
+                for entry in accepted { state.forget(entry.job) }
+            }
+            let failure = RPCError.failed("the job could not be saved: \(error)")
+            return results.map { $0.flatMap { _ in .failure(failure) } }
+        }
+        for entry in accepted {
+            do {
+                try enqueue(entry.job, paused: entry.job.state == .paused, position: entry.position)
+                logger.info("added", metadata: ["gid": "\(entry.job.gid)", "url": "\(redactedURL(entry.job.uris[0]))"])
+            } catch {
+                var job = entry.job
+                job.state = .failed
+                job.errorCode = error.code.description
+                job.errorMessage = error.message
+                job.finishedAt = Date().timeIntervalSince1970
+                state.withLockedValue { $0.store(job) }
+                try? await writer.persist([job.gid])
+                if let index = results.firstIndex(where: { (try? $0.get()) == job.gid }) { results[index] = .failure(.failed(error.message)) }
+            }
+        }
+        return results
+    }
+
+    /// Checks one add and reserves its place and its file; nothing is committed yet.
+    func prepare(uris: [String], options: [String: String], position: Int?) throws(RPCError) -> (Job, DownloadOptions) {
+        guard let url = uris.first, !url.isEmpty else { throw RPCError.invalidParams("addUri needs at least one URI") }
+        let parsed = try Aria2Options.parse(options, base: downloadOptions(), root: root, resolvingPaths: true)
+        var download = parsed.options
+        download.mirrors.urls = Array(uris.dropFirst())
+        let name = if let out = parsed.out { out } else { try Self.fileName(for: url) }
+        let destination = try root.file(name, in: parsed.dir ?? root.path)
+        do { try download.validate() } catch { throw RPCError.invalidParams(error.message) }
+        guard let scheme = url.split(separator: ":", maxSplits: 1).first?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw RPCError.invalidParams("\(redactedURL(url)): only http and https URLs are supported")
+        }
+        if FileManagerLite.exists(destination.string) {
+            throw RPCError.failed("\(destination) exists; choose another `out` (nothing is overwritten)")
+        }
+        let gid = Self.newGID()
+        return try state.withLockedValue { state -> Result<(Job, DownloadOptions), RPCError> in
+            guard !state.destinations.contains(destination.string) else {
+                return .failure(RPCError.failed("another download in the queue writes \(destination)"))
+            }
+            let job = Job(gid: gid, order: state.order(at: position), uris: uris, destination: destination.string,
+                          options: parsed.reported, state: parsed.paused ? .paused : .waiting,
+                          bytesPerSecond: parsed.bytesPerSecond, addedAt: Date().timeIntervalSince1970)
+            state.store(job)
+            return .success((job, download))
+        }.get()
+    }
+
+    /// Hands a job to the library queue. Its options are made from the job's aria2 options
+    /// when it starts, so that a waiting job costs the queue only a small record (they were
+    /// checked when the job was added; its file is already decided).
+    func enqueue(_ job: Job, paused: Bool, position: Int? = nil) throws(DownloadError) {
+        // The closure holds the options dictionary (shared with the job's record), not a
+        // DownloadOptions value (about 460 bytes per waiting job).
+        let (given, mirrors) = (job.options, Array(job.uris.dropFirst()))
+        try queue.add(job.uris[0], to: FilePath(job.destination), id: job.gid, priority: job.priority, at: position, paused: paused,
+                      bytesPerSecond: job.bytesPerSecond) { [weak self] () throws(DownloadError) -> DownloadOptions in
+            guard let self else { throw DownloadError(.interrupted, "the daemon stopped") }
+            do throws(RPCError) {
+                var options = try Aria2Options.parse(given, base: self.downloadOptions(), root: self.root, resolvingPaths: false).options
+                options.mirrors.urls = mirrors
+                return options
+            } catch {
+                throw DownloadError(.usage, error.message)
+            }
+        }
+    }
+
+    /// The settings every download starts from: the daemon's, with the global options applied.
+    func downloadOptions() -> DownloadOptions {
+        var options = defaults
+        // The queue's files are resumed by later runs of the daemon, never overwritten.
+        options.allowOverwrite = false
+        return options
+    }
+
+    static func fileName(for url: String) throws(RPCError) -> String {
+        let name = defaultFileName(forURL: url)
+        guard let safe = safeFileName(name) else { throw RPCError.invalidParams("no file name in \(redactedURL(url)); give `out`") }
+        return safe
+    }
+
+    /// 16 hexadecimal digits, as aria2's GIDs.
+    static func newGID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let hex = String(generator.next() as UInt64, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
