@@ -436,6 +436,10 @@ def clients(daemon_bin, server, work):
         check(good, "the client commands' downloads have their SHA-256")
         removed = run("rm", gids[1])
         check(removed.returncode == 0 and gids[1] not in run("ls").stdout, "splitfetch rm drops a finished download", removed.stderr)
+        proxied = subprocess.run([cli, "ls", "--state-dir", state], capture_output=True, text=True, timeout=60,
+                                 env=dict(os.environ, http_proxy="http://127.0.0.1:9", all_proxy="http://127.0.0.1:9"))
+        check(proxied.returncode == 0 and gids[0] in proxied.stdout, "the client ignores a proxy in the environment (the token stays local)",
+              proxied.stderr)
         unknown = run("pause", "0000000000000000")
         check(unknown.returncode == 1 and "0000000000000000" in unknown.stderr, "an unknown ID: status 1 and a message", unknown.stderr)
     finally:

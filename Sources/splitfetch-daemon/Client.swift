@@ -35,6 +35,9 @@ struct ClientOptions: ParsableArguments {
             }
             secret = text.trimmingCharacters(in: .whitespacesAndNewlines)
         }
+        // The daemon is local: never send its token through a proxy named in the environment
+        // (libcurl, under URLSession, would otherwise honour http_proxy and all_proxy).
+        for name in ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy", "HTTPS_PROXY"] { unsetenv(name) }
         return RPCClient(address: address, secret: secret)
     }
 }
