@@ -214,17 +214,25 @@ public final class Daemon: Sendable {
         return result
     }
 
-    /// Records the queue's state of `gid` now (after a pause, a resume, a removal).
-    func recordQueueState(_ gid: String) async throws(RPCError) {
-        guard let snapshot = queue.snapshot(gid) else { return }
-        try await update(gid) { job in
-            job.state = snapshot.state
-            job.priority = snapshot.priority
-            if snapshot.state.isFinal, job.finishedAt == nil { job.finishedAt = Date().timeIntervalSince1970 }
+    /// Records the queue's state of `gids` now (after a pause, a resume, a removal).
+    /// Several at once (pauseAll, unpauseAll) share one commit.
+    func recordQueueState(_ gids: [String]) async throws(RPCError) {
+        let snapshots = gids.compactMap { queue.snapshot($0) }
+        state.withLockedValue { state in
+            for snapshot in snapshots {
+                guard var job = state.jobs[snapshot.id] else { continue }
+                job.state = snapshot.state
+                job.priority = snapshot.priority
+                if snapshot.state.isFinal, job.finishedAt == nil { job.finishedAt = Date().timeIntervalSince1970 }
+                state.store(job)
+            }
         }
-        if snapshot.state.isFinal { queue.forget(gid) }
-        if let method = Self.notification(for: snapshot.state), snapshot.state != .active {
-            notify(Notification(method: method, gid: gid))
+        do { try await writer.persist(snapshots.map(\.id)) } catch { throw RPCError.failed("could not be saved: \(error)") }
+        for snapshot in snapshots {
+            if snapshot.state.isFinal { queue.forget(snapshot.id) }
+            if let method = Self.notification(for: snapshot.state), snapshot.state != .active {
+                notify(Notification(method: method, gid: snapshot.id))
+            }
         }
     }
 
