@@ -35,6 +35,8 @@ public struct SegmentTable: Sendable {
         /// it is neither slow nor stalled, and splitting or taking its range would only move
         /// the bytes to another request in the same wait.
         public internal(set) var isQueued = false
+        /// The segment was made by splitting another one's range in this run.
+        public internal(set) var isSplit = false
 
         /// Bytes not yet written.
         public var remaining: Int64 { end - written }
@@ -304,7 +306,7 @@ public struct SegmentTable: Sendable {
         segments[victim.id].end = point
         let id = segments.count
         segments.append(Segment(id: id, start: newRange.lowerBound, end: newRange.upperBound,
-                                written: newRange.lowerBound, claimed: newRange.lowerBound, owner: nil))
+                                written: newRange.lowerBound, claimed: newRange.lowerBound, owner: nil, isSplit: true))
         // Taken whole at the owner's written offset, the victim is complete now and the prefix
         // (if it was there) moves to the new segment: after the append, so that it is found.
         if victim.id == prefixSegment { advancePrefix() }

@@ -510,6 +510,23 @@ struct DownloadMachineTests {
         #expect(m.claim(1, offset: Self.MiB, count: 4 * Self.MiB) == point - Self.MiB)
     }
 
+    @Test func theSegmentMapShowsRangesInFileOrderWithTheirConnectionsAndSplits() {
+        var (m, _) = Self.running(size: 8 * Self.MiB)
+        #expect(m.segmentMap == [M.SegmentView(start: 0, end: 4 * Self.MiB, written: 0, connection: 0, isSplit: false),
+                                 M.SegmentView(start: 4 * Self.MiB, end: 8 * Self.MiB, written: 4 * Self.MiB, connection: 1,
+                                               isSplit: false)])
+        _ = Self.write(&m, 1, from: 0, Self.MiB, now: 1)
+        _ = Self.write(&m, 2, from: 4 * Self.MiB, 4 * Self.MiB, now: 1)
+        let split = Self.starts(m.transferEnded(2, .completed, now: 1))
+        let point = split[0].range!.lowerBound
+        // The split-off tail sits between its victim and the finished segment, on connection 1.
+        #expect(m.segmentMap == [M.SegmentView(start: 0, end: point, written: Self.MiB, connection: 0, isSplit: false),
+                                 M.SegmentView(start: point, end: 4 * Self.MiB, written: point, connection: 1, isSplit: true),
+                                 M.SegmentView(start: 4 * Self.MiB, end: 8 * Self.MiB, written: 8 * Self.MiB, connection: nil,
+                                               isSplit: false)])
+        #expect(M(configuration: Self.configuration()).segmentMap.isEmpty)
+    }
+
     @Test func checkpointsFollowTheirCadenceOneAtATime() {
         var (m, _) = Self.running(Self.configuration(quick: 0.1, durable: 1))
         _ = Self.write(&m, 1, from: 0, 4096, now: 0.05)

@@ -209,21 +209,35 @@ struct DownloadTests {
             try await withTemporaryDirectory { dir in
                 let size: Int64 = 6 << 20
                 let download = Download(server.url(size: size), to: FilePath(dir + "/f"), options: testOptions(connections: 4))
-                let collector = Task { () -> (Int, DownloadStatistics?) in
+                let collector = Task { () -> (Int, DownloadStatistics?, [String]) in
                     var progressCount = 0
                     var final: DownloadStatistics?
+                    var badMaps: [String] = []
                     for await event in download.events {
                         switch event.kind {
-                        case .progress: progressCount += 1
+                        case .progress:
+                            progressCount += 1
+                            // The segment map tiles the file in order; each range's written
+                            // part lies inside it; connections are among the progress's.
+                            let progress = event.progress!
+                            let map = progress.segments
+                            let ids = Set(progress.connections.map(\.id))
+                            let tiles = map.first?.range.lowerBound == 0 && map.last?.range.upperBound == size
+                                && zip(map, map.dropFirst()).allSatisfy { $0.range.upperBound == $1.range.lowerBound }
+                            let inside = map.allSatisfy { $0.range.contains($0.written) || $0.written == $0.range.upperBound }
+                            let owners = map.allSatisfy { $0.connection.map(ids.contains) ?? true }
+                            let sum = map.reduce(0) { $0 + $1.written - $1.range.lowerBound }
+                            if !(tiles && inside && owners && sum <= progress.bytesWritten + (1 << 20)) { badMaps.append("\(map)") }
                         case .finished: final = event.statistics
                         default: break
                         }
                     }
-                    return (progressCount, final)
+                    return (progressCount, final, badMaps)
                 }
                 let stats = try await download.run()
-                let (progressCount, final) = await collector.value
+                let (progressCount, final, badMaps) = await collector.value
                 #expect(progressCount > 0)
+                #expect(badMaps.isEmpty)
                 #expect(final == stats)
                 #expect(stats.connections.reduce(0) { $0 + $1.bytes } == size)
                 #expect(stats.requests == stats.connections.reduce(0) { $0 + $1.requests })

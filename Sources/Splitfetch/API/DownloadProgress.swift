@@ -10,14 +10,33 @@ public struct DownloadProgress: Sendable, Equatable, Codable {
     public var elapsed: Duration
     /// Each connection's state.
     public var connections: [ConnectionProgress]
+    /// The segment map of a segmented download: its ranges in file order, what of each is
+    /// written, and which connection fetches it. Empty for a whole-file stream.
+    public var segments: [SegmentProgress]
 
     public init(bytesWritten: Int64, totalBytes: Int64?, bytesPerSecond: Double, elapsed: Duration,
-                connections: [ConnectionProgress]) {
+                connections: [ConnectionProgress], segments: [SegmentProgress] = []) {
         self.bytesWritten = bytesWritten
         self.totalBytes = totalBytes
         self.bytesPerSecond = bytesPerSecond
         self.elapsed = elapsed
         self.connections = connections
+        self.segments = segments
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case bytesWritten, totalBytes, bytesPerSecond, elapsed, connections, segments
+    }
+
+    /// Reads what ``encode(to:)`` writes; a form without `segments` (older) reads as none.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(bytesWritten: try c.decode(Int64.self, forKey: .bytesWritten),
+                  totalBytes: try c.decodeIfPresent(Int64.self, forKey: .totalBytes),
+                  bytesPerSecond: try c.decode(Double.self, forKey: .bytesPerSecond),
+                  elapsed: try c.decode(Duration.self, forKey: .elapsed),
+                  connections: try c.decode([ConnectionProgress].self, forKey: .connections),
+                  segments: try c.decodeIfPresent([SegmentProgress].self, forKey: .segments) ?? [])
     }
 
     /// Connections receiving data right now.
@@ -55,5 +74,24 @@ public struct ConnectionProgress: Sendable, Equatable, Codable {
         self.bytes = bytes
         self.range = range
         self.bytesPerSecond = bytesPerSecond
+    }
+}
+
+/// One range of a ``DownloadProgress``'s segment map.
+public struct SegmentProgress: Sendable, Equatable, Codable {
+    /// Its bytes in the file.
+    public var range: Range<Int64>
+    /// Bytes `range.lowerBound ..< written` are on disk.
+    public var written: Int64
+    /// The connection fetching it (a ``ConnectionProgress/id``), or `nil` when none is.
+    public var connection: Int?
+    /// It was split off another connection's range in this run.
+    public var isSplit: Bool
+
+    public init(range: Range<Int64>, written: Int64, connection: Int? = nil, isSplit: Bool = false) {
+        self.range = range
+        self.written = written
+        self.connection = connection
+        self.isSplit = isSplit
     }
 }

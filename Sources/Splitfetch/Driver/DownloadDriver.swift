@@ -288,8 +288,16 @@ final class DownloadDriver {
         } else {
             setup.emit(.started(mode: .segmented, connections: counters.count, size: size))
         }
+        var segments: (@Sendable () -> [SegmentProgress])?
+        if case .segmented? = mode {
+            segments = { [shared] in
+                shared.withLock { $0.segmentMap }.map {
+                    SegmentProgress(range: $0.start..<$0.end, written: $0.written, connection: $0.connection, isSplit: $0.isSplit)
+                }
+            }
+        }
         ticker = ProgressTicker(interval: options.progressInterval, emit: setup.emit, counters: counters,
-                                total: size ?? resource.size, base: resumedBytes)
+                                total: size ?? resource.size, base: resumedBytes, segments: segments)
     }
 
     private func save(_ checkpoint: DownloadMachine.Checkpoint) {

@@ -18,6 +18,8 @@ final class ProgressTicker: Sendable {
     let interval: Duration
     private let emit: @Sendable (DownloadEvent) -> Void
     private let counters: [ConnectionCounters]
+    /// Reads the segment map (a segmented download), under the machine's lock.
+    private let segments: (@Sendable () -> [SegmentProgress])?
     private let total: Int64?
     private let base: Int64
     private let start = ContinuousClock.now
@@ -30,11 +32,13 @@ final class ProgressTicker: Sendable {
     ///   - counters: the connections whose bytes are counted.
     ///   - total: the file size, when known.
     ///   - base: bytes already on disk before this run.
+    ///   - segments: reads the segment map, for a segmented download.
     init(interval: Duration, emit: @escaping @Sendable (DownloadEvent) -> Void, counters: [ConnectionCounters], total: Int64?,
-         base: Int64, timers: TimerQueue = .shared) {
+         base: Int64, segments: (@Sendable () -> [SegmentProgress])? = nil, timers: TimerQueue = .shared) {
         self.interval = interval
         self.emit = emit
         self.counters = counters
+        self.segments = segments
         self.total = total
         self.base = base
         self.timers = timers
@@ -75,7 +79,7 @@ final class ProgressTicker: Sendable {
         }
         guard let smoothed else { return }
         emit(.progress(DownloadProgress(bytesWritten: base + bytes, totalBytes: total, bytesPerSecond: smoothed,
-                                        elapsed: .seconds(now), connections: connections)))
+                                        elapsed: .seconds(now), connections: connections, segments: segments?() ?? [])))
         scheduleNext()
     }
 }
