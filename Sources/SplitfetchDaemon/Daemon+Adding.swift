@@ -82,7 +82,7 @@ extension Daemon {
                 return .failure(RPCError.failed("another download in the queue writes \(destination)"))
             }
             let job = Job(gid: gid, order: state.order(at: position), uris: uris, destination: destination.string,
-                          options: parsed.reported, state: parsed.paused ? .paused : .waiting,
+                          options: parsed.reported, state: parsed.paused ? .paused : .waiting, priority: parsed.priority,
                           bytesPerSecond: parsed.bytesPerSecond, addedAt: Date().timeIntervalSince1970)
             state.store(job)
             return .success((job, download))

@@ -34,7 +34,9 @@ extension Daemon {
                 ordered = nil
             }
             lastOrder = max(lastOrder, job.order)
-            if job.state.isFinal { destinations.remove(job.destination) } else { destinations.insert(job.destination) }
+            // A file named by the server's Content-Disposition changes the job's path as it ends.
+            if let old, !old.state.isFinal { destinations.remove(old.destination) }
+            if !job.state.isFinal { destinations.insert(job.destination) }
         }
 
         /// Drops a job: one never committed, or a finished one purged.

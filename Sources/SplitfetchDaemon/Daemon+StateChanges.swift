@@ -21,6 +21,7 @@ extension Daemon {
                 job.totalLength = snapshot.statistics?.size ?? job.totalLength
                 job.completedLength = job.totalLength
                 job.sha256 = snapshot.statistics?.digests.first { $0.algorithm == .sha256 }?.hex
+                if let path = snapshot.statistics?.path.string { job.destination = path }
                 job.finishedAt = Date().timeIntervalSince1970
             case .failed:
                 job.errorCode = snapshot.error?.code.description

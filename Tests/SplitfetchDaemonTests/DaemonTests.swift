@@ -224,6 +224,61 @@ struct DaemonPartTests {
         }
     }
 
+    @Test("Splitfetch's own options: priority and content-disposition (not with out)", arguments: [
+        (["priority": "5"], 5, false),
+        (["priority": "-3", "content-disposition": "true"], -3, true),
+        (["content-disposition": "true", "out": "x.bin"], 0, false),
+    ])
+    func ownOptions(values: [String: String], priority: Int, contentDisposition: Bool) async throws {
+        try await withTemporaryDirectory { dir in
+            let parsed = try Aria2Options.parse(values, base: DownloadOptions(), root: DownloadRoot(FilePath(dir)), resolvingPaths: true)
+            #expect(parsed.priority == priority)
+            #expect(parsed.options.useContentDisposition == contentDisposition)
+            for bad in [["priority": "1001"], ["priority": "high"], ["content-disposition": "yes"]] {
+                #expect(throws: RPCError.self) {
+                    try Aria2Options.parse(bad, base: DownloadOptions(), root: DownloadRoot(FilePath(dir)), resolvingPaths: true)
+                }
+            }
+        }
+    }
+
+    /// A priority set through `changeOption` reorders the queue, shows in `tellStatus`, and is
+    /// kept across a restart; `splitfetch.onProgress` carries the active download's segment map.
+    @Test func aPriorityReordersTheQueueAndSurvivesARestart() async throws {
+        let server = try await TestServer(configuration: .init(rateLimit: 1 << 20))
+        defer { Task { await server.shutdown() } }
+        try await withTemporaryDirectory { dir in
+            var gids: [String] = []
+            do {
+                let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1)
+                for index in 0..<3 {
+                    let url = server.url(size: 8 << 20, name: "p\(index).bin", seed: UInt64(index))
+                    gids.append(try await rpc.result("aria2.addUri", [.string(url)], ["split": "2"]).string!)
+                }
+                try await eventually("the first is active") { daemon.job(gids[0])?.state == .active }
+                _ = try await rpc.result("aria2.changeOption", .string(gids[2]), ["priority": "7"])
+                let waiting = try await rpc.result("aria2.tellWaiting", 0, 10, ["gid", "splitfetch.priority"])
+                #expect(waiting.array?.compactMap { $0.object?["gid"]?.string } == [gids[2], gids[1]])
+                #expect(waiting.array?.first?.object?["splitfetch.priority"] == "7")
+                if case .success = await rpc.call("aria2.changeOption", .string(gids[1]), ["priority": "x"]) {
+                    Issue.record("a priority that is not a number was taken")
+                }
+                try await eventually("the map arrives") {
+                    let progress = rpc.progressNotification().object?["downloads"]?.array?.first?.object
+                    let segments = progress?["segments"]?.array ?? []
+                    return progress?["gid"]?.string == gids[0] && segments.first?.array?.first == 0
+                        && segments.last?.array?[1].integer == 8 << 20 && progress?["connections"]?.array?.count == 2
+                }
+                await daemon.shutdown()
+            }
+            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 0)
+            #expect(daemon.job(gids[2])?.priority == 7)
+            let order = try await rpc.result("aria2.tellWaiting", 0, 10, ["gid"]).array?.compactMap { $0.object?["gid"]?.string }
+            #expect(order?.first == gids[2])
+            await daemon.shutdown()
+        }
+    }
+
     @Test func directoriesStayUnderTheRoot() async throws {
         try await withTemporaryDirectory { dir in
             let root = try DownloadRoot(FilePath(dir))

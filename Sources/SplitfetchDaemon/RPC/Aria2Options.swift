@@ -30,7 +30,8 @@ public struct RPCError: Error, Sendable, Equatable, CustomStringConvertible {
 ///
 /// - Mapped: `dir`, `out`, `split`, `max-connection-per-server`, `min-split-size`, `checksum`,
 ///   `header`, `referer`, `user-agent`, `all-proxy`, `max-download-limit`, `max-tries`,
-///   `retry-wait`, `connect-timeout`, `timeout`, `pause`; globally also
+///   `retry-wait`, `connect-timeout`, `timeout`, `pause`; Splitfetch's own `priority` and
+///   `content-disposition`; globally also
 ///   `max-overall-download-limit` and `max-concurrent-downloads`.
 /// - Ignored (``ignored``), because Splitfetch always does what they ask or they concern
 ///   BitTorrent and Metalink.
@@ -46,6 +47,8 @@ public enum Aria2Options {
         public var out: String?
         public var paused = false
         public var bytesPerSecond: Int64?
+        /// `priority` (Splitfetch's own): higher starts first.
+        public var priority = 0
         /// The options as they are reported back (`getOption`).
         public var reported: [String: String] = [:]
     }
@@ -128,8 +131,14 @@ public enum Aria2Options {
             case "timeout":
                 parsed.options.timeouts.stall = .seconds(try count(name, value, in: 1...600))
             case "pause":
-                guard value == "true" || value == "false" else { throw RPCError.invalidParams("pause must be true or false") }
-                parsed.paused = value == "true"
+                parsed.paused = try flag(name, value)
+            case "priority":
+                // Splitfetch's own: aria2 orders its queue by position alone.
+                parsed.priority = try count(name, value, in: -1000...1000)
+            case "content-disposition":
+                // Splitfetch's own: name the file from the server's Content-Disposition (a safe
+                // base name in the same directory), unless `out` names it.
+                parsed.options.useContentDisposition = try flag(name, value)
             case "gid":
                 throw RPCError.invalidParams("option gid is not supported: the daemon gives each download its GID")
             case _ where ignored.contains(name) || name.hasPrefix("bt-") || name.hasPrefix("metalink-"):
@@ -139,10 +148,16 @@ public enum Aria2Options {
             }
             parsed.reported[name] = value
         }
+        if parsed.out != nil { parsed.options.useContentDisposition = false }
         if split != nil || perServer != nil {
             parsed.options.connections = min(split ?? 64, perServer ?? 64)
         }
         return parsed
+    }
+
+    static func flag(_ name: String, _ value: String) throws(RPCError) -> Bool {
+        guard value == "true" || value == "false" else { throw RPCError.invalidParams("\(name) must be true or false") }
+        return value == "true"
     }
 
     public static func count(_ name: String, _ value: String, in range: ClosedRange<Int>) throws(RPCError) -> Int {

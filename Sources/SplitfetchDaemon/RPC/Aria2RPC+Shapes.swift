@@ -86,6 +86,8 @@ extension Aria2RPC {
             fields["errorCode"] = "0"
         }
         if let sha256 = job.sha256 { fields["splitfetch.sha256"] = .string(sha256) }
+        fields["splitfetch.priority"] = .string(String(job.priority))
+        if let position = snapshot?.position { fields["splitfetch.position"] = .string(String(position)) }
         if let keys { fields = fields.filter { keys.contains($0.key) } }
         return .object(fields)
     }

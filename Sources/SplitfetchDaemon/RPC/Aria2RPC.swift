@@ -23,11 +23,11 @@ public struct Aria2RPC: Sendable {
         "aria2.changeOption", "aria2.getOption", "aria2.changeGlobalOption", "aria2.getGlobalOption", "aria2.getGlobalStat",
         "aria2.purgeDownloadResult", "aria2.removeDownloadResult", "aria2.getVersion", "aria2.getSessionInfo",
         "aria2.shutdown", "aria2.forceShutdown", "aria2.saveSession", "system.multicall", "system.listMethods",
-        "system.listNotifications", "splitfetch.tellConnections", "splitfetch.getStatistics",
+        "system.listNotifications", "splitfetch.tellConnections", "splitfetch.getStatistics", "splitfetch.watchProgress",
     ]
 
     static let notifications = ["aria2.onDownloadStart", "aria2.onDownloadPause", "aria2.onDownloadStop",
-                                "aria2.onDownloadComplete", "aria2.onDownloadError"]
+                                "aria2.onDownloadComplete", "aria2.onDownloadError", "splitfetch.onProgress"]
 
     /// The outcome of one HTTP body or WebSocket message.
     public struct Reply: Sendable {
@@ -37,6 +37,9 @@ public struct Aria2RPC: Sendable {
         public var unauthorized: Bool
         /// `aria2.shutdown` was called.
         public var shutdown: Bool
+        /// `splitfetch.watchProgress` was called: the WebSocket it came on gets
+        /// `splitfetch.onProgress` notifications from now on.
+        public var watchProgress = false
     }
 
     /// Answers one request or a batch.
@@ -58,12 +61,14 @@ public struct Aria2RPC: Sendable {
         } else {
             answer = Self.response(id: .null, .failure(.parseError))
         }
-        return Reply(body: answer.serialized(), unauthorized: context.unauthorized, shutdown: context.shutdown)
+        return Reply(body: answer.serialized(), unauthorized: context.unauthorized, shutdown: context.shutdown,
+                     watchProgress: context.watchProgress)
     }
 
     struct CallContext {
         var unauthorized = false
         var shutdown = false
+        var watchProgress = false
     }
 
     static func response(id: JSONValue, _ result: Result<JSONValue, RPCError>) -> JSONValue {
@@ -237,9 +242,17 @@ public struct Aria2RPC: Sendable {
             let gid = try gid(p)
             let options = try Self.options(p.count > 1 ? p[1] : nil)
             guard daemon.job(gid).map({ !$0.state.isFinal }) == true else { throw RPCError.notFound(gid) }
-            for (name, _) in options where name != "max-download-limit" {
+            for (name, _) in options where name != "max-download-limit" && name != "priority" {
                 throw RPCError.invalidParams("option \(name.prefix(64)) cannot be changed while a download is in the queue; "
-                    + "only max-download-limit can")
+                    + "only max-download-limit and priority can")
+            }
+            if let value = options["priority"] {
+                let priority = try Aria2Options.count("priority", value, in: -1000...1000)
+                _ = daemon.queue.setPriority(gid, priority)
+                try await daemon.update(gid) { job in
+                    job.priority = priority
+                    job.options["priority"] = value
+                }
             }
             if let value = options["max-download-limit"] {
                 let rate = try Aria2Options.size("max-download-limit", value, atLeast: 0)
@@ -301,6 +314,10 @@ public struct Aria2RPC: Sendable {
             let gid = try gid(p)
             guard daemon.job(gid) != nil else { throw RPCError.notFound(gid) }
             return try Self.json(daemon.queue.snapshot(gid)?.progress?.connections ?? [])
+        case "splitfetch.watchProgress":
+            // Splitfetch's own: only a WebSocket can be sent notifications.
+            context.watchProgress = true
+            return "OK"
         case "splitfetch.getStatistics":
             let gid = try gid(p)
             guard let job = daemon.job(gid) else { throw RPCError.notFound(gid) }

@@ -21,6 +21,8 @@ public enum DaemonServer {
         public var maximumMessage = 1 << 20
         /// An idle connection is closed after this long.
         public var idleTimeout: Duration = .seconds(60)
+        /// How often a client that called `splitfetch.watchProgress` gets `splitfetch.onProgress`.
+        public var progressInterval: Duration = .milliseconds(500)
 
         public init(host: String, port: Int) {
             self.host = host
@@ -55,6 +57,14 @@ public enum DaemonServer {
             headers[.contentType] = "application/json"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: reply.body)))
         }
+        // The web page (``WebPage``): the same Host check as the API; no token is needed to load
+        // it, since it holds nothing but code.
+        for asset in WebPage.assets {
+            router.get(RouterPath(stringLiteral: asset.path)) { request, _ -> Response in
+                if let refusal = guardian.refusal(request.head) { return refusal }
+                return WebPage.response(asset)
+            }
+        }
         router.ws("jsonrpc") { request, _ in
             guardian.refusal(request.head) == nil ? .upgrade([:]) : .dontUpgrade
         } onUpgrade: { inbound, outbound, _ in
@@ -67,7 +77,11 @@ public enum DaemonServer {
                     try? await outbound.write(.text(String(decoding: message.serialized(), as: UTF8.self)))
                 }
             }
-            defer { forward.cancel() }
+            var progress: Task<Void, Never>?
+            defer {
+                forward.cancel()
+                progress?.cancel()
+            }
             for try await message in inbound.messages(maxSize: maximum) {
                 let bytes: [UInt8] = switch message {
                 case .text(let text): Array(text.utf8)
@@ -81,6 +95,9 @@ public enum DaemonServer {
                 }
                 if reply.shutdown { shutdown.continuation.yield() }
                 try await outbound.write(.text(String(decoding: reply.body, as: UTF8.self)))
+                if reply.watchProgress, progress == nil {
+                    progress = Task { await pushProgress(rpc, to: outbound, every: configuration.progressInterval) }
+                }
             }
         }
         let idle = TimeAmount.seconds(configuration.idleTimeout.components.seconds)
@@ -103,6 +120,26 @@ public enum DaemonServer {
         }
         logger.info("stopping: pausing downloads and saving their progress")
         await daemon.shutdown()
+    }
+}
+
+/// Sends `splitfetch.onProgress` every `interval` until the socket closes (the task is
+/// cancelled). With nothing active, one message says so and none follows until a download is.
+private func pushProgress(_ rpc: Aria2RPC, to outbound: WebSocketOutboundWriter, every interval: Duration) async {
+    var idle = false
+    while !Task.isCancelled {
+        let params = rpc.progressNotification()
+        let nothingActive = params.object?["downloads"]?.array?.isEmpty ?? true
+        if !(idle && nothingActive) {
+            let message: JSONValue = ["jsonrpc": "2.0", "method": "splitfetch.onProgress", "params": [params]]
+            do {
+                try await outbound.write(.text(String(decoding: message.serialized(), as: UTF8.self)))
+            } catch {
+                return
+            }
+        }
+        idle = nothingActive
+        try? await Task.sleep(for: interval)
     }
 }
 
