@@ -28,7 +28,7 @@ public struct DownloadProgress: Sendable, Equatable, Codable {
         case bytesWritten, totalBytes, bytesPerSecond, elapsed, connections, segments
     }
 
-    /// Reads what ``encode(to:)`` writes; a form without `segments` (older) reads as none.
+    /// Reads the synthesized encoding; a form without `segments` (older) reads as none.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init(bytesWritten: try c.decode(Int64.self, forKey: .bytesWritten),
