@@ -116,7 +116,8 @@ struct LimitsTests {
                 // Data written before the limit stays for the rerun. (On a machine so loaded that
                 // nothing arrived in 1.5 s, nothing may be left behind either.)
                 let dataKept = await wrote.value
-                let entries = directoryEntries(dir)
+                // The quick checkpoints' slot is there once a second checkpoint was saved.
+                let entries = directoryEntries(dir).filter { $0 != "f.bin.part.quick.json" }
                 if dataKept {
                     #expect(entries == ["f.bin.part", "f.bin.part.json"])
                 } else {

@@ -429,6 +429,116 @@ struct ResumeTests {
         }
     }
 
+    /// The quick slot's encoder writes the segments by hand into the rest encoded once: what it
+    /// writes decodes to the same manifest, awkward strings and absent `cached` included, and
+    /// any byte flipped is caught; a manifest that differs elsewhere does not fit it.
+    @Test func theSplicedEncodingReadsBackAsTheManifest() throws {
+        var awkward = "q\"segments\":[]b\\s/ é€😀 \u{7f}\u{2028}"
+        for c in 0..<0x20 { awkward.unicodeScalars.append(Unicode.Scalar(UInt8(c))) }
+        var manifest = Manifest(url: "https://example.org/a?\"segments\":[]", finalURL: awkward, size: Int64.max,
+                                etag: awkward, lastModified: nil, minimumSegmentSize: 1 << 20, bootID: "b",
+                                segments: [], serverDigest: nil)
+        manifest.instance = "i"
+        manifest.mirrors = ["http://m/\"x\""]
+        let splicer = try #require(ManifestCodec.SegmentSplicer(manifest))
+        for segments in [[Manifest.Segment.init(start: 0, end: Int64.max, written: 0, cached: 3)],
+                         [.init(start: 0, end: 5, written: 2), .init(start: 5, end: Int64.max, written: 9, cached: Int64.max - 1)]] {
+            var m = manifest
+            m.segments = segments
+            #expect(splicer.fits(m))
+            let bytes = splicer.encode(m, paddedTo: 2000)
+            #expect(bytes.count == 2000)
+            #expect(try ManifestCodec.decode(bytes, path: "q") == m)
+            var rng = SplitMix64(seed: UInt64(segments.count))
+            for _ in 0..<50 {
+                var damaged = bytes
+                let at = Int(rng.next() % UInt64(damaged.count - 1))
+                damaged[at] ^= UInt8(1 << (rng.next() % 8))
+                #expect(throws: DownloadError.self) { _ = try ManifestCodec.decode(damaged, path: "q") }
+            }
+        }
+        var other = manifest
+        other.bootID = "c"
+        #expect(!splicer.fits(other))
+    }
+
+    /// The quick slot: the run's first save goes to `NAME.part.json`, later ones overwrite the
+    /// slot in place (never shrinking it, its checksum line at its end); it stands in for the
+    /// durable manifest only with the same instance, on this boot, whole, and when it records more.
+    @Test func theQuickSlotIsOverwrittenInPlaceAndTrustedOnlyWhenItMayBe() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = ManifestStore(path: dir + "/f.part.json")
+            let slot = QuickManifestSlot(path: store.quickPath)
+            #expect(store.quickPath == dir + "/f.part.quick.json")
+            let boot = "7f3c5e1a-0000-4000-8000-000000000001"
+            var base = Manifest(url: "http://h/f", finalURL: "http://h/f", size: 1000, etag: "\"e\"", lastModified: nil,
+                                minimumSegmentSize: 1, bootID: boot, segments: [.init(start: 0, end: 1000, written: 100)])
+            base.instance = "abc"
+            func with(_ cached: Int64, segments count: Int = 1) -> Manifest {
+                var m = base
+                let step = 1000 / Int64(count)
+                m.segments = (0..<Int64(count)).map { i in
+                    .init(start: i * step, end: i == Int64(count) - 1 ? 1000 : (i + 1) * step, written: i * step,
+                          cached: i == 0 ? cached : i * step)
+                }
+                return m
+            }
+            try slot.save(with(200), base: store)
+            #expect(readBytes(store.path) != nil && readBytes(store.quickPath) == nil)
+            // Longer, then shorter: the file keeps the longer length and decodes to the shorter.
+            try slot.save(with(300, segments: 4), base: store)
+            let long = readBytes(store.quickPath)!.count
+            try slot.save(with(400), base: store)
+            let bytes = readBytes(store.quickPath)!
+            #expect(bytes.count == long && long > ManifestCodec.encode(with(400)).count)
+            #expect(try ManifestCodec.decode(bytes, path: "q") == with(400))
+            let durable = try ManifestCodec.decode(readBytes(store.path)!, path: "m")
+            #expect(durable == with(200))
+            #expect(QuickManifestSlot.newer(at: store.quickPath, than: durable, currentBootID: boot) == with(400))
+            // Another boot, another instance, fewer bytes, a torn write: the durable one holds.
+            #expect(QuickManifestSlot.newer(at: store.quickPath, than: durable, currentBootID: "other") == nil)
+            var foreign = durable
+            foreign.instance = "xyz"
+            #expect(QuickManifestSlot.newer(at: store.quickPath, than: foreign, currentBootID: boot) == nil)
+            #expect(QuickManifestSlot.newer(at: store.quickPath, than: with(500), currentBootID: boot) == nil)
+            var older = durable
+            older.instance = nil
+            #expect(QuickManifestSlot.newer(at: store.quickPath, than: older, currentBootID: boot) == nil)
+            writeBytes(Array(bytes.prefix(bytes.count - 40)) + Array(repeating: UInt8(ascii: " "), count: 40), to: store.quickPath)
+            #expect(QuickManifestSlot.newer(at: store.quickPath, than: durable, currentBootID: boot) == nil)
+            store.remove()
+            #expect(readBytes(store.quickPath) == nil && readBytes(store.path) == nil)
+            slot.close()
+        }
+    }
+
+    /// A killed run whose newest progress is only in the quick slot resumes from it.
+    @Test func aRunResumesFromTheQuickSlotWhenItIsNewer() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = (2 << 20) + 77
+                let url = server.url(size: size, seed: 12)
+                let path = dir + "/q.bin"
+                let content = SyntheticContent(size: size, seed: 12)
+                var partial = [UInt8](repeating: 0, count: Int(size))
+                partial.replaceSubrange(0..<(1 << 20), with: content.bytes(0..<(1 << 20)))
+                writeBytes(partial, to: path + ".part")
+                var durable = Manifest(url: url, finalURL: url, size: size, etag: "\"sf-\(size)-12\"",
+                                       lastModified: nil, minimumSegmentSize: 1 << 20, bootID: currentBootID,
+                                       segments: [.init(start: 0, end: size, written: 0, cached: 4096)])
+                durable.instance = "run1"
+                writeBytes(ManifestCodec.encode(durable), to: path + ".part.json")
+                var quick = durable
+                quick.segments = [.init(start: 0, end: size, written: 0, cached: 1 << 20)]
+                writeBytes(ManifestCodec.encode(quick, paddedTo: 4096), to: path + ".part.quick.json")
+                let (stats, digest) = try await download(url, to: path, options: testOptions(connections: 2))
+                #expect(digest == content.sha256Hex())
+                #expect(stats.resumedBytes == 1 << 20)
+                #expect(!fileExists(path + ".part.quick.json") && !fileExists(path + ".part.json"))
+            }
+        }
+    }
+
     @Test func runKilledBetweenRenameAndManifestRemovalCountsAsComplete() async throws {
         try await withServer { server in
             try await withTemporaryDirectory { dir in

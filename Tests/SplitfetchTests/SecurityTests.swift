@@ -153,6 +153,27 @@ struct SecurityTests {
         }
     }
 
+    /// A link planted at the quick checkpoints' slot (symbolic or hard) is replaced, never
+    /// written through: its target keeps its bytes, and the download completes.
+    @Test("a link at the quick slot's path is replaced, its target untouched", arguments: [true, false])
+    func aLinkAtTheQuickSlotIsNotFollowed(symbolic: Bool) async throws {
+        try await withServer(.init(rateLimit: 1 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let target = dir + "/target.txt"
+                write("keep me\n", to: target)
+                let path = dir + "/slot.bin"
+                if symbolic { symlink(target, path + ".part.quick.json") } else { link(target, path + ".part.quick.json") }
+                var options = testOptions(connections: 2)
+                options.durability.quickCheckpointInterval = .milliseconds(50)
+                let size: Int64 = 1 << 20
+                let (_, digest) = try await download(server.url(size: size, seed: 4), to: path, options: options)
+                #expect(digest == SyntheticContent(size: size, seed: 4).sha256Hex())
+                #expect(read(target) == "keep me\n")
+                #expect(!fileExists(path + ".part.quick.json"))
+            }
+        }
+    }
+
     // File modes under umask 0 are checked by scripts/e2e-cli, in a process of their own: a test
     // here would have to change this process's umask while other tests run.
 

@@ -52,7 +52,8 @@ public struct PartialDownload: Sendable, Equatable, Codable {
             let destination = prefix + String(name.dropLast(suffix.count))
             guard FileSystem.sizeIfRegular(destination + PartialFile.partialSuffix) != nil,
                   let bytes = try? ManifestStore(path: prefix + name).read(),
-                  let manifest = try? ManifestCodec.decode(bytes, path: prefix + name) else { return nil }
+                  let durable = try? ManifestCodec.decode(bytes, path: prefix + name) else { return nil }
+            let manifest = ManifestStore(path: prefix + name).newest(durable)
             return PartialDownload(url: manifest.url, finalURL: manifest.finalURL, destination: FilePath(destination),
                                    size: manifest.size, bytesOnDisk: manifest.storedBytes(currentBootID: currentBootID),
                                    etag: manifest.etag, lastModified: manifest.lastModified, mirrors: manifest.mirrors ?? [])

@@ -41,7 +41,7 @@ extension DownloadDriver {
     /// Without the data's sync (`syncBeforeRename` off) the directory is not synced either: a
     /// name made to last over data that may not would promise what nothing keeps.
     private func putInPlace(_ file: OutputFile, segmented: Bool, unknownSize: Bool, length: Int64) async throws {
-        let (partial, durable) = (self.partial, options.durability.syncBeforeRename)
+        let (partial, durable, quickSlot) = (self.partial, options.durability.syncBeforeRename, quickSlot)
         let done: Result<Void, DownloadError> = await withCheckedContinuation { continuation in
             io.submit {
                 do throws(DownloadError) {
@@ -51,6 +51,7 @@ extension DownloadDriver {
                             throw error
                         }
                     }
+                    quickSlot.close()
                     try partial.putInPlace(file, removingManifest: segmented)
                 } catch {
                     if !segmented { partial.removeOwnData(of: file) }
@@ -90,6 +91,7 @@ extension DownloadDriver {
                                 bootID: currentBootID, segments: [],
                                 serverDigest: DigestPlan.serverDigest(of: resource.digests)?.digest ?? resumedManifest?.serverDigest)
         if sourceURLs.count > 1 { manifest.mirrors = sourceURLs.dropFirst().map(redactedURL) }
+        manifest.instance = instance
         return manifest
     }
 }

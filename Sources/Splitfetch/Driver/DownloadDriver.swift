@@ -40,6 +40,10 @@ final class DownloadDriver {
     var resource: RemoteResource
     var file: OutputFile?
     let resumedManifest: Manifest?
+    /// Where quick checkpoints go after the run's first (``QuickManifestSlot``).
+    let quickSlot: QuickManifestSlot
+    /// The partial file's ``Manifest/instance``: the resumed one's, or new.
+    let instance: String
     /// The probe's `GET` still receiving, until adopted or discarded.
     let open: OpenProbe?
 
@@ -80,9 +84,16 @@ final class DownloadDriver {
         self.resource = resource
         self.file = existing?.file
         self.resumedManifest = existing?.manifest
+        quickSlot = QuickManifestSlot(path: partial.store.quickPath)
+        var random = SystemRandomNumberGenerator()
+        instance = existing?.manifest.instance ?? String(random.next() as UInt64, radix: 16)
         self.since = since
         resumedBytes = machine.writtenBytes
         failures.timeLimit = setup.options.maximumTime
+    }
+
+    deinit {
+        quickSlot.close()
     }
 
     var options: DownloadOptions { setup.options }
@@ -252,7 +263,7 @@ final class DownloadDriver {
             }
         }
         let partial = self.partial
-        let template = manifestTemplate(size: size ?? 0)
+        let (template, quickSlot) = (manifestTemplate(size: size ?? 0), quickSlot)
         let segments = preparation.manifest?.segments
         // Without a manifest yet, the file stays unnamed: a run killed now leaves nothing behind.
         // Replacing a file (--force) is left to the named path, which renames.
@@ -262,7 +273,7 @@ final class DownloadDriver {
             let file = try partial.create(size: size)
             guard let segments else { return file }
             do throws(DownloadError) {
-                try CheckpointWriter(file: file, store: partial.store, template: template).save(segments, durable: false)
+                try CheckpointWriter(file: file, store: partial.store, quick: quickSlot, template: template).save(segments, durable: false)
             } catch {
                 file.close()
                 partial.removeOwnData(of: file)
@@ -303,7 +314,8 @@ final class DownloadDriver {
     private func save(_ checkpoint: DownloadMachine.Checkpoint) {
         // A download read in order cannot resume: there is no manifest to save.
         if consumer != nil { return queue.post(.checkpointEnded(checkpoint.id, nil)) }
-        let writer = CheckpointWriter(file: file!, store: partial.store, template: manifestTemplate(size: shared.withLock { $0.table?.size ?? 0 }))
+        let writer = CheckpointWriter(file: file!, store: partial.store, quick: quickSlot,
+                                      template: manifestTemplate(size: shared.withLock { $0.table?.size ?? 0 }))
         let segments = checkpoint.segments
         let (queue, id, durable, partial) = (queue, checkpoint.id, checkpoint.durable, partial)
         io.submit {

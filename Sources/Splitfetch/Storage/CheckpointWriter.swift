@@ -3,13 +3,15 @@
 ///
 /// A durable save syncs the data file first (`fdatasync`), then replaces the manifest with
 /// `fsync` of the file and its directory, so the manifest never claims a byte that is not on
-/// disk. A quick save starts the data's write-back and replaces the manifest without syncing.
+/// disk. A quick save starts the data's write-back and overwrites the quick slot in place
+/// (``QuickManifestSlot``), without syncing.
 ///
 /// Thread safety: a value; call it from one thread at a time (the download's ``IOQueue``).
 struct CheckpointWriter: Sendable {
     let file: OutputFile
     let store: ManifestStore
-    /// Everything but the segments and the boot id.
+    let quick: QuickManifestSlot
+    /// Everything but the segments and the boot id (its ``Manifest/instance`` included).
     let template: Manifest
 
     /// The manifest for these segments, as of this boot.
@@ -26,9 +28,11 @@ struct CheckpointWriter: Sendable {
     func save(_ segments: [Manifest.Segment], durable: Bool) throws(DownloadError) {
         if durable {
             try file.sync()
+            try store.save(ManifestCodec.encode(manifest(segments)), durable: true)
+            quick.baseSaved()
         } else {
             file.startWriteback()
+            try quick.save(manifest(segments), base: store)
         }
-        try store.save(ManifestCodec.encode(manifest(segments)), durable: durable)
     }
 }

@@ -49,6 +49,10 @@ public struct Manifest: Codable, Sendable, Equatable {
     /// rerun may give more, fewer or other mirrors, and each proves its identity again.
     /// Absent without mirrors.
     public var mirrors: [String]?
+    /// Identifies one partial file across its manifests and runs: made when the partial file is
+    /// created, kept by every later run. The quick checkpoints' manifest (`NAME.part.quick.json`)
+    /// counts only with the same instance as `NAME.part.json`. Absent in earlier builds' files.
+    public var instance: String?
     /// Version 1 only: CRC-32 (hex) of the manifest's canonical JSON without this field. Version 2
     /// keeps its checksum in the file's trailer line instead (see `ManifestCodec`).
     public var checksum: String?

@@ -9,6 +9,9 @@ struct ManifestStore: Sendable {
 
     var directory: String { FileSystem.parentDirectory(of: path) }
     var temporaryPath: String { path + ".tmp" }
+    /// The quick checkpoints' manifest, overwritten in place (``QuickManifestSlot``):
+    /// `NAME.part.json` → `NAME.part.quick.json`.
+    var quickPath: String { path.hasSuffix(".json") ? String(path.dropLast(5)) + ".quick.json" : path + ".quick" }
 
     /// The manifest's bytes, or `nil` if there is no file.
     func read() throws(DownloadError) -> [UInt8]? {
@@ -39,6 +42,13 @@ struct ManifestStore: Sendable {
     func remove() {
         _ = try? FileSystem.remove(path)
         _ = try? FileSystem.remove(temporaryPath)
+        _ = try? FileSystem.remove(quickPath)
+    }
+
+    /// The newest trustworthy record of a partial file: the durable manifest, or the quick
+    /// checkpoints' when it may stand in for it (``QuickManifestSlot/newer(at:than:currentBootID:)``).
+    func newest(_ durable: Manifest) -> Manifest {
+        QuickManifestSlot.newer(at: quickPath, than: durable, currentBootID: currentBootID) ?? durable
     }
 
     /// `fsync` of the manifest's directory, making renames in it durable.

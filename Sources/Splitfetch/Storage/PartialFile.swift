@@ -106,7 +106,7 @@ struct PartialFile: Sendable {
                 guard let bytes = try store.read() else {
                     throw DownloadError(.resumeConflict, "\(manifestPath) disappeared; run again")
                 }
-                return Existing(file: file, manifest: try ManifestCodec.decode(bytes, path: manifestPath))
+                return Existing(file: file, manifest: store.newest(try ManifestCodec.decode(bytes, path: manifestPath)))
             } catch {
                 file.close()
                 throw error
