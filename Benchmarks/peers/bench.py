@@ -208,12 +208,26 @@ def tool_commands(splitfetch):
 
 
 def timed_run(argv, timeout):
-    """Runs argv; returns (exit status or None on timeout, the end of its standard error, wall seconds).
+    """Runs argv; returns (exit status or None on timeout, the end of its standard error, wall seconds)."""
+    rc, text, wall, _, _ = measured_run(argv, timeout)
+    return rc, text, wall
 
-    The wall time ends when a blocking waitpid returns. subprocess.run(timeout=...) polls with
-    sleeps of up to 50 ms once no pipe is open, which would round exit times to its polling grid."""
+
+def measured_run(argv, timeout):
+    """Runs argv; returns (exit status or None on timeout, the end of its standard error, wall
+    seconds, CPU seconds (user and system, its reaped children included), peak RSS in KiB).
+
+    The wall time ends when a blocking wait returns. subprocess.run(timeout=...) polls with
+    sleeps of up to 50 ms once no pipe is open, which would round exit times to its polling grid.
+    CPU comes from wait4's rusage, in microseconds (/usr/bin/time prints hundredths of a second:
+    a sixth of a rate-limited 64 MiB download's whole figure). The peak RSS comes from
+    /usr/bin/time, which runs the tool: a child forked from this Python process would count
+    this process's memory as its own peak."""
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    with tempfile.NamedTemporaryFile(prefix="bench-rss-", delete=False) as f:
+        rss_file = f.name
+    proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss_file] + argv, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
     err = []
     reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
     reader.start()
@@ -225,12 +239,19 @@ def timed_run(argv, timeout):
 
     timer = threading.Timer(timeout, kill)
     timer.start()
-    rc = proc.wait()
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - start
+    rc = os.waitstatus_to_exitcode(status)
+    proc.returncode = rc
     timer.cancel()
     reader.join(timeout=10)
     text = (err[0] if err else b"").decode(errors="replace")[-300:]
-    return (None if expired.is_set() else rc), text, wall
+    try:
+        rss = int(open(rss_file).read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        rss = 0
+    os.remove(rss_file)
+    return (None if expired.is_set() else rc), text, wall, usage.ru_utime + usage.ru_stime, rss
 
 
 def round_order(tools, round_index):
@@ -254,12 +275,11 @@ def settle_disk():
 
 
 def run_once(argv, out, expected_sha, timeout):
-    timefile = out + ".time"
     for p in (out, out + ".st", out + ".aria2", out + ".part", out + ".part.json"):
         if os.path.exists(p):
             os.remove(p)
     settle_disk()
-    rc, err, wall = timed_run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", timefile] + argv, timeout)
+    rc, err, wall, cpu, rss = measured_run(argv, timeout)
     if rc is None:
         return {"ok": False, "error": "timeout"}
     if rc != 0 or not os.path.exists(out):
@@ -268,9 +288,7 @@ def run_once(argv, out, expected_sha, timeout):
     os.remove(out)
     if digest != expected_sha:
         return {"ok": False, "error": "SHA-256 mismatch"}
-    parts = open(timefile).read().split()
-    os.remove(timefile)
-    return {"ok": True, "wall": wall, "cpu": float(parts[1]) + float(parts[2]), "rss_kib": int(parts[3])}
+    return {"ok": True, "wall": wall, "cpu": cpu, "rss_kib": rss}
 
 
 def many_commands(splitfetch):
@@ -296,9 +314,8 @@ def many_commands(splitfetch):
 def run_many(argv, out_dir, expected, timeout):
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir)
-    timefile = out_dir + ".time"
     settle_disk()
-    rc, err, wall = timed_run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", timefile] + argv, timeout)
+    rc, err, wall, cpu, rss = measured_run(argv, timeout)
     if rc is None:
         return {"ok": False, "error": "timeout"}
     if rc != 0:
@@ -307,8 +324,7 @@ def run_many(argv, out_dir, expected, timeout):
         path = os.path.join(out_dir, name)
         if not os.path.exists(path) or sha256_file(path) != sha:
             return {"ok": False, "error": f"{name} missing or wrong"}
-    parts = open(timefile).read().split()
-    return {"ok": True, "wall": wall, "cpu": float(parts[1]) + float(parts[2]), "rss_kib": int(parts[3])}
+    return {"ok": True, "wall": wall, "cpu": cpu, "rss_kib": rss}
 
 
 def result_row(scenario, label, tool, connections, size, runs, ideal=None):

@@ -25,6 +25,9 @@ final class CurlTransfer: @unchecked Sendable {
     /// Asks the transport thread to go on with a paused transfer; set by the transport before
     /// the transfer starts.
     var resume: (@Sendable () -> Void)?
+    /// When the transport thread resumes this paused transfer itself (a rate limit's wait);
+    /// `nil` when it is not paused so. Only the transport thread reads and writes it.
+    var resumeAt: ContinuousClock.Instant?
     var result = TransferResult()
     var head = ResponseHead()
     var headerBytes = 0
@@ -157,8 +160,13 @@ final class CurlTransfer: @unchecked Sendable {
             result.sinkError = error
             return 0
         case .pause:
-            // libcurl keeps this piece and offers it again after `curl_easy_pause(CONT)`.
-            sink.resumeWhenReady(resume ?? {})
+            // libcurl keeps this piece and offers it again after `curl_easy_pause(CONT)`. A wait
+            // for time alone is the transport thread's own: no timer thread, no wake-up call.
+            if let delay = sink.resumeDelay() {
+                resumeAt = .now + delay
+            } else {
+                sink.resumeWhenReady(resume ?? {})
+            }
             return Int(CURL_WRITEFUNC_PAUSE)
         }
     }

@@ -248,8 +248,31 @@ final class CurlTransport: Sendable {
                     guard info.pointee.msg == CURLMSG_DONE, let easy = info.pointee.easy_handle else { continue }
                     complete(easy: easy, code: info.pointee.data.result, multi: multi)
                 }
-                _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+                _ = curl_multi_poll(multi, nil, 0, resumeDueTransfers(), nil)
             }
+        }
+
+        /// Resumes the transfers whose rate-limit wait is over (``CurlTransfer/resumeAt``); returns
+        /// how long the poll may sleep, in milliseconds: until the next such wait ends (rounded
+        /// up), at most a second.
+        private func resumeDueTransfers() -> CInt {
+            var now = ContinuousClock.now
+            var due: [CurlTransfer] = []
+            for transfer in active.values {
+                // Never early: a budget still in debt would pause the transfer a whole wait again.
+                if let at = transfer.resumeAt, at <= now { due.append(transfer) }
+            }
+            for transfer in due {
+                transfer.resumeAt = nil
+                // The held piece is offered again inside this call, and may pause it again.
+                if let easy = transfer.easy { _ = curl_easy_pause(easy, 0) }  // CURLPAUSE_CONT
+            }
+            if !due.isEmpty { now = .now }
+            var wait: Duration = .seconds(1)
+            for transfer in active.values {
+                if let at = transfer.resumeAt { wait = min(wait, at - now) }
+            }
+            return CInt(max(0, (wait.seconds * 1000).rounded(.up)))
         }
 
         private func start(_ transfer: CurlTransfer, multi: UnsafeMutableRawPointer) {

@@ -41,6 +41,13 @@ final class PauseState: Sendable {
         return pause
     }
 
+    /// How long the budget asked to wait, when the pause is for the budget alone.
+    func resumeDelay() -> Duration? {
+        guard waitingThrough.load(ordering: .relaxed) == 0 else { return nil }
+        let nanoseconds = waitingNanoseconds.load(ordering: .relaxed)
+        return nanoseconds > 0 ? .nanoseconds(nanoseconds) : nil
+    }
+
     func resumeWhenReady(_ resume: @escaping @Sendable () -> Void) {
         let through = waitingThrough.load(ordering: .relaxed)
         let nanoseconds = waitingNanoseconds.load(ordering: .relaxed)

@@ -98,4 +98,5 @@ final class SegmentSink: TransferSink, Sendable {
     }
 
     func resumeWhenReady(_ resume: @escaping @Sendable () -> Void) { pause.resumeWhenReady(resume) }
+    func resumeDelay() -> Duration? { pause.resumeDelay() }
 }

@@ -79,4 +79,5 @@ final class StreamSink: TransferSink, Sendable {
     }
 
     func resumeWhenReady(_ resume: @escaping @Sendable () -> Void) { pause.resumeWhenReady(resume) }
+    func resumeDelay() -> Duration? { pause.resumeDelay() }
 }
