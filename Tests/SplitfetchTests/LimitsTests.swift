@@ -12,19 +12,19 @@ struct LimitsTests {
     @Test func theBudgetLendsABurstThenMakesTransfersWaitForItsDebt() throws {
         let limit = RateLimit(bytesPerSecond: 1_000_000)
         let start = ContinuousClock.now
-        #expect(limit.burst == 100_000)
+        #expect(limit.burst == 200_000)
         // A full bucket takes any piece, and goes into debt by what exceeds it.
-        #expect(limit.take(300_000, now: start) == nil)
-        // 200,000 bytes of debt and a 100,000 burst at 1 MB/s: 0.3 s to wait.
+        #expect(limit.take(400_000, now: start) == nil)
+        // 200,000 bytes of debt and a 200,000 burst at 1 MB/s: 0.4 s to wait.
         let wait = try #require(limit.take(1, now: start))
-        #expect(abs(wait.seconds - 0.3) < 1e-6)
-        // Half of the debt paid back: still in debt, 0.2 s left.
+        #expect(abs(wait.seconds - 0.4) < 1e-6)
+        // Half of the debt paid back: still in debt, 0.3 s left.
         let later = try #require(limit.take(1, now: start + .milliseconds(100)))
-        #expect(abs(later.seconds - 0.2) < 1e-6)
+        #expect(abs(later.seconds - 0.3) < 1e-6)
         // Paid back: the next piece is taken.
         #expect(limit.take(50_000, now: start + .milliseconds(201)) == nil)
         // Tokens never pile up beyond the burst, however long the budget sat unused.
-        #expect(limit.take(100_000, now: start + .seconds(60)) == nil)
+        #expect(limit.take(200_000, now: start + .seconds(60)) == nil)
         #expect(limit.take(1, now: start + .seconds(60)) != nil)
     }
 
@@ -33,19 +33,19 @@ struct LimitsTests {
     @Test func aChangedRateHoldsFromTheChangeOn() throws {
         let limit = RateLimit(bytesPerSecond: 4_000_000)
         let start = ContinuousClock.now
-        #expect(limit.take(600_000, now: start) == nil)  // 200,000 of debt beyond the 400,000 burst
+        #expect(limit.take(1_000_000, now: start) == nil)  // 200,000 of debt beyond the 800,000 burst
         limit.setBytesPerSecond(1_000_000, now: start)
-        #expect(limit.bytesPerSecond == 1_000_000 && limit.burst == 100_000)
-        // The debt and the new burst are paid at 1 MB/s now: 0.3 s, not 0.075 s.
+        #expect(limit.bytesPerSecond == 1_000_000 && limit.burst == 200_000)
+        // The debt and the new burst are paid at 1 MB/s now: 0.4 s, not 0.25 s.
         let wait = try #require(limit.take(1, now: start))
-        #expect(abs(wait.seconds - 0.3) < 1e-6)
-        // Up to 8 MB/s: ten idle seconds earn the new burst, 800,000, and no more; 200,000 of
-        // debt and a burst are then paid in 0.125 s.
+        #expect(abs(wait.seconds - 0.4) < 1e-6)
+        // Up to 8 MB/s: ten idle seconds earn the new burst, 1,600,000, and no more; 200,000 of
+        // debt and a burst are then paid in 0.225 s.
         limit.setBytesPerSecond(8_000_000, now: start + .milliseconds(201))
-        #expect(limit.burst == 800_000)
-        #expect(limit.take(1_000_000, now: start + .seconds(10)) == nil)
+        #expect(limit.burst == 1_600_000)
+        #expect(limit.take(1_800_000, now: start + .seconds(10)) == nil)
         let after = try #require(limit.take(1, now: start + .seconds(10)))
-        #expect(abs(after.seconds - 0.125) < 1e-6)
+        #expect(abs(after.seconds - 0.225) < 1e-6)
     }
 
     /// A download's budget within a queue's: a piece waits while either is in debt, and is taken
@@ -55,20 +55,20 @@ struct LimitsTests {
         let child = RateLimit(bytesPerSecond: 4_000_000, within: parent)
         let free = RateLimit(unlimitedWithin: parent)
         let start = ContinuousClock.now
-        #expect(child.take(300_000, now: start) == nil)  // both take it: parent 200,000 in debt
+        #expect(child.take(400_000, now: start) == nil)  // both take it: parent 200,000 in debt
         #expect(child.bytesPerSecond == 4_000_000 && free.bytesPerSecond == nil)
-        // The parent's debt and burst (0.3 s at 1 MB/s) is the longer wait, for both children.
+        // The parent's debt and burst (0.4 s at 1 MB/s) is the longer wait, for both children.
         let wait = try #require(child.take(1, now: start))
-        #expect(abs(wait.seconds - 0.3) < 1e-6)
+        #expect(abs(wait.seconds - 0.4) < 1e-6)
         #expect(free.take(1, now: start) == wait)
-        // Lifted on the parent: the child's own budget still holds (400,000 burst less 300,000).
+        // Lifted on the parent: the child's own budget still holds (800,000 burst less 400,000).
         parent.setBytesPerSecond(nil, now: start)
-        #expect(child.take(200_000, now: start) == nil)
+        #expect(child.take(400_000, now: start) == nil)
         #expect(child.take(1, now: start) != nil)
         #expect(free.take(10_000_000, now: start) == nil && free.take(1, now: start) == nil)
         // A cap given to a budget without one starts with a full burst.
         free.setBytesPerSecond(1_000_000, now: start)
-        #expect(free.take(100_000, now: start) == nil && free.take(1, now: start) != nil)
+        #expect(free.take(200_000, now: start) == nil && free.take(1, now: start) != nil)
     }
 
     /// Over a whole download, the budget holds: the bytes could not have arrived faster than the
