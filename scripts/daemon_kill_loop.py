@@ -100,7 +100,7 @@ def main():
         if os.path.exists(path) and os.path.getsize(path) == size and sha256(path) == server.want(size, index):
             good += 1
     results.append((good == jobs, "every file's SHA-256", f"{good} of {jobs}"))
-    leftovers = [n for n in os.listdir(root) if n.endswith(".part") or n.endswith(".part.json")]
+    leftovers = [n for n in os.listdir(root) if n.endswith((".part", ".part.json", ".part.quick.json"))]
     results.append((not leftovers, "no partial file or manifest left", leftovers[:3]))
     sent = server.body_bytes()
     results.append((sent <= 1.1 * total, f"the origin sent at most 1.1 x the files ({sent / total:.3f} x)", f"{sent} of {total}"))
