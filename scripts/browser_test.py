@@ -185,6 +185,22 @@ def main():
         check(click(driver, b, "resume") and wait_for("b waiting", lambda: status(port, secret, b) == "waiting", 10)
               and wait_for("b shown waiting", lambda: row_status(driver, b) == "waiting", 10), "Resume puts it back in the queue")
 
+        # A priority being typed survives a redraw (here caused through the API), then is set.
+        box = driver.find_element(By.CSS_SELECTOR, f"#downloads > li[data-gid='{c}'] input[data-field='priority']")
+        box.clear()
+        box.send_keys("7")
+        call(port, "aria2.pause", b, token=secret)
+        redrawn = wait_for("b shown paused", lambda: row_status(driver, b) == "paused", 10)
+        kept = driver.execute_script(
+            "const e = document.activeElement; return !!e && e.dataset.field === 'priority'"
+            " && e.closest('li').dataset.gid === arguments[0] && e.value === '7'", c)
+        check(redrawn and kept, "a priority being typed keeps its text and focus when the list is redrawn")
+        call(port, "aria2.unpause", b, token=secret)
+        wait_for("b waiting", lambda: row_status(driver, b) == "waiting", 10)
+        check(click(driver, c, "priority")
+              and wait_for("c's priority", lambda: status(port, secret, c, "splitfetch.priority") == "7", 10),
+              "Set priority gives a download its priority", status(port, secret, c, "splitfetch.priority"))
+
         done = wait_for("all complete", lambda: all(row_status(driver, g) == "complete" for g in (a, b, c)), 120)
         check(done, "the page shows all three downloads complete", {g: row_status(driver, g) for g in (a, b, c)})
         whole = all(sha256(os.path.join(root, name)) == server.want(size, seeds[name]) for name, size in sizes.items())

@@ -67,7 +67,8 @@ ol.downloads { list-style: none; padding: 0; margin: 0; }
 .legend i { display: inline-block; width: 10px; height: 10px; margin: 0 3px 0 10px; vertical-align: -1px; }
 @media (max-width: 600px) {
   main { padding: 8px; }
-  .segrow .who { flex-basis: 5.5em; }
+  .segrow .who { flex-basis: 2.5em; }
+  .segrow .who .rate { display: none; }
   #speed-graph { height: 60px; }
   label { display: block; margin-right: 0; }
   .row > label { flex: 1 1 100%; }

@@ -159,6 +159,10 @@ extension WebPage {
 
   function draw(downloads) {
     const list = $("downloads");
+    // A box being typed in keeps its text and its focus across the redraw.
+    const focused = document.activeElement;
+    const editing = focused && focused.dataset && focused.dataset.field && list.contains(focused)
+      ? { gid: focused.closest("li").dataset.gid, field: focused.dataset.field, value: focused.value } : null;
     const drawn = new Map();
     list.replaceChildren();
     for (const download of downloads) {
@@ -168,6 +172,12 @@ extension WebPage {
     }
     rows = drawn;
     $("empty").hidden = downloads.length > 0;
+    const again = editing && drawn.get(editing.gid);
+    const box = again && again.node.querySelector(`[data-field="${editing.field}"]`);
+    if (box) {
+      box.value = editing.value;
+      box.focus();
+    }
   }
 
   function makeRow(d) {
@@ -329,7 +339,8 @@ extension WebPage {
       const mine = segments.filter((s) => s[3] === id);
       const row = el("div", "segrow connection");
       row.dataset.connection = String(id);
-      const who = el("span", "who " + (connectionStates[state] || ""), `#${id} ${bytes(speed)}/s`);
+      const who = el("span", "who " + (connectionStates[state] || ""), `#${id}`);
+      who.appendChild(el("span", "rate", ` ${bytes(speed)}/s`));
       who.title = `connection ${id}: ${connectionStates[state] || "unknown"}`;
       row.append(who, lane(mine, mine.length));
       parts.push(row);
