@@ -168,6 +168,41 @@ struct QueueTests {
         }
     }
 
+    /// One at a time: when the next download starts, the one before it has already reported
+    /// every byte, so no snapshot shows two downloads short of their size at once.
+    @Test func aDownloadReportsEveryByteBeforeTheNextTakesItsSlot() async throws {
+        try await withServer(.init(rateLimit: 2 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let sizes: [Int64] = [600_000, 700_001, 500_003]
+                let queue = DownloadQueue(maximumActive: 1)
+                let events = queue.subscribe(keepingProgress: 1_000)
+                for (index, size) in sizes.enumerated() {
+                    try queue.add(server.url(size: size, name: "s\(index).bin", seed: UInt64(index + 7)), to: FilePath("\(dir)/s\(index).bin"),
+                                  options: testOptions(connections: 2), id: "s\(index)")
+                }
+                let reader = Task { () -> [String] in
+                    var latest: [String: Int64] = [:]
+                    var seenAtStart: [String] = []
+                    for await event in events {
+                        if let progress = event.event?.progress { latest[event.id] = progress.bytesWritten }
+                        if event.state == .active, let index = Int(event.id.dropFirst()), index > 0 {
+                            seenAtStart.append("s\(index - 1): \(latest["s\(index - 1)"] ?? -1) of \(sizes[index - 1])")
+                        }
+                        if event.state == .complete && event.id == "s\(sizes.count - 1)" { break }
+                    }
+                    return seenAtStart
+                }
+                await queue.waitUntilIdle()
+                let seenAtStart = await reader.value
+                #expect(seenAtStart == (1..<sizes.count).map { "s\($0 - 1): \(sizes[$0 - 1]) of \(sizes[$0 - 1])" })
+                for (index, size) in sizes.enumerated() {
+                    #expect(try sha256HexOfFile(atPath: "\(dir)/s\(index).bin") == SyntheticContent(size: size, seed: UInt64(index + 7)).sha256Hex())
+                }
+                await queue.shutdown()
+            }
+        }
+    }
+
     /// A failed download says why, and is tried again when resumed.
     @Test func aFailedDownloadSaysWhyAndCanBeTriedAgain() async throws {
         try await withServer { server in

@@ -7,9 +7,9 @@ extension DownloadDriver {
     /// Waits for the reader's last bytes and checks the digests; then syncs and renames the file
     /// into place on the I/O queue (a download read in order has nothing to put in place).
     func finish() async throws -> DownloadStatistics {
-        setup.transferred()
         beginReporting()
-        ticker?.cancel()
+        ticker?.finish()
+        setup.transferred()
         for counter in counters { counter.set(.done) }
         let (file, length) = (self.file!, streamLength)
         let segmented: Bool

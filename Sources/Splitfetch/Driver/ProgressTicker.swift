@@ -64,12 +64,30 @@ final class ProgressTicker: Sendable {
         }
     }
 
+    /// No tick follows, and one last progress is emitted now: every byte counted so far. A
+    /// download whose bytes have all arrived says so before anyone hears it is transferred, so a
+    /// snapshot never shows it short of its size while the next download takes its place.
+    func finish() {
+        let token = state.withLockedValue { state -> TimerQueue.Token? in
+            defer { state.token = nil }
+            return state.token
+        }
+        if let token { timers.cancel(token) }
+        emitProgress(last: true)
+    }
+
     private func tick() {
+        emitProgress(last: false)
+    }
+
+    /// Emits the progress now and, unless it is the `last`, schedules the next tick.
+    private func emitProgress(last: Bool) {
         let now = (ContinuousClock.now - start).seconds
         var connections = counters.map(\.progress)
         let bytes = connections.reduce(0) { $0 + $1.bytes }
         let smoothed: Double? = state.withLockedValue { state in
             guard !state.cancelled else { return nil }
+            if last { state.cancelled = true }
             let dt = now - state.lastTime
             for index in connections.indices {
                 connections[index].bytesPerSecond = state.speeds[index].update(bytes: connections[index].bytes, over: dt)
@@ -80,7 +98,7 @@ final class ProgressTicker: Sendable {
         guard let smoothed else { return }
         emit(.progress(DownloadProgress(bytesWritten: base + bytes, totalBytes: total, bytesPerSecond: smoothed,
                                         elapsed: .seconds(now), connections: connections, segments: segments?() ?? [])))
-        scheduleNext()
+        if !last { scheduleNext() }
     }
 }
 
