@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#if defined(__linux__)
+#include <sys/xattr.h>
+#endif
 #if defined(__linux__)
 #include <sys/syscall.h>
 #endif
@@ -78,4 +82,32 @@ void sf_discard_pending_sigpipe(void) {
     const struct timespec none = {0, 0};
     while (sigtimedwait(&set, NULL, &none) == SIGPIPE) {
     }
+}
+
+long sf_get_attribute(const char *path, const char *name, void *value, unsigned long size) {
+#if defined(__linux__)
+    return (long)lgetxattr(path, name, value, (size_t)size);
+#else
+    (void)path; (void)name; (void)value; (void)size;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
+
+int sf_set_attribute(int fd, const char *name, const void *value, unsigned long size) {
+#if defined(__linux__)
+    return fsetxattr(fd, name, value, (size_t)size, 0);
+#else
+    (void)fd; (void)name; (void)value; (void)size;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
+
+int sf_set_file_times(int fd, int64_t seconds) {
+    struct timespec times[2];
+    times[0].tv_sec = (time_t)seconds;
+    times[0].tv_nsec = 0;
+    times[1] = times[0];
+    return futimens(fd, times);
 }

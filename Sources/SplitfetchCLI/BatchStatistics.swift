@@ -5,6 +5,8 @@ struct BatchStatistics: Encodable {
     var files: [DownloadStatistics]
     var fileCount: Int
     var failed: Int
+    /// Files a conditional refresh (`-N`) found unchanged on the server (counted in `files`).
+    var unchanged: Int
     var failures: [FailedDownload]
     var size: Int64
     var seconds: Double

@@ -19,6 +19,8 @@ enum ExitStatus: Int32, CaseIterable {
     case integrity = 13
     case outputClosed = 14
     case timedOut = 15
+    /// `-N`: the file, or every file of a batch, was unchanged on the server; nothing was fetched.
+    case unchanged = 16
     case interrupted = 130
 
     init(_ code: DownloadError.Code) {
@@ -73,6 +75,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .integrity: "the file's digest is not the expected one; nothing is kept (see --checksum)"
         case .outputClosed: "-o -: the reader of standard output exited before the end (EPIPE)"
         case .timedOut: "--max-time passed: the download stopped, its data kept; run the same command to resume"
+        case .unchanged: "-N: the file (with several, every file) was unchanged on the server and kept as it was; nothing was fetched"
         case .interrupted: "interrupted by SIGINT or SIGTERM; run the same command to resume"
         }
     }

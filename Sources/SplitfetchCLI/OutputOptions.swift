@@ -30,6 +30,13 @@ struct OutputOptions: ParsableArguments {
     @Flag(name: [.customShort("f"), .long], help: "Replace an existing output file.")
     var force = false
 
+    @Flag(name: [.customShort("N"), .customLong("timestamping"), .customLong("conditional-get")],
+          help: "Conditional refresh: fetch an existing output only if it changed on the server (If-None-Match, and If-Modified-Since from the server's Last-Modified, as recorded when it was downloaded); an unchanged file is left as it is, a changed one replaced once complete.")
+    var refresh = false
+
+    @Flag(name: [.customShort("R"), .customLong("remote-time")], help: "Set the file's modification time from the server's Last-Modified.")
+    var remoteTime = false
+
     @Flag(name: .customLong("no-sync"), help: "No syncs: no fdatasync before the final rename, no directory fsync after it (faster, not power-cut safe).")
     var noSync = false
 

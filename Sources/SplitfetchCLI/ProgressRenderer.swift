@@ -35,7 +35,9 @@ struct ProgressRenderer {
     mutating func handle(_ event: DownloadEvent) {
         switch event.kind {
         case .probed:
-            if style == .lines, let resource = event.resource {
+            if style == .lines, let resource = event.resource, resource.notModified {
+                writeLine("probed \(resource.finalURL): not modified")
+            } else if style == .lines, let resource = event.resource {
                 let size = resource.size.map { ByteCount.format(Double($0)) } ?? "unknown size"
                 writeLine("probed \(resource.finalURL): \(size), ranges \(resource.acceptsRanges ? "yes" : "no")")
             }

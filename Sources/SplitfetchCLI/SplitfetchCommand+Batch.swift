@@ -91,10 +91,13 @@ extension SplitfetchCommand {
         await log?.close()
         let seconds = (ContinuousClock.now - started).seconds
         let done = results.compactMap { try? $0.1.get() }
-        let total = done.reduce(Int64(0)) { $0 + $1.size }
+        // Bytes fetched: a file found unchanged (-N) brought none.
+        let total = done.reduce(Int64(0)) { $0 + ($1.unchanged ? 0 : $1.size) }
+        let unchanged = done.filter(\.unchanged).count
         if !quiet {
             writeRaw("\(done.count) of \(list.count) files, \(ByteCount.format(Double(total))) in \(ByteCount.fixed(seconds, 2)) s, "
-                + "\(ByteCount.format(seconds > 0 ? Double(total) / seconds : 0))/s\n")
+                + "\(ByteCount.format(seconds > 0 ? Double(total) / seconds : 0))/s"
+                + (output.refresh ? ", \(unchanged) unchanged on the server\n" : "\n"))
         }
         if let statsJson = output.statsJson {
             let failures = results.compactMap { url, result -> FailedDownload? in
@@ -102,7 +105,7 @@ extension SplitfetchCommand {
                 let status: ExitStatus = error.code == .interrupted ? .interrupted : ExitStatus(error.code)
                 return FailedDownload(url: redactedURL(url), path: nil, error: .init(error), exitStatus: status.rawValue)
             }
-            let batch = BatchStatistics(files: done, fileCount: list.count, failed: list.count - done.count, failures: failures,
+            let batch = BatchStatistics(files: done, fileCount: list.count, failed: list.count - done.count, unchanged: unchanged, failures: failures,
                                         size: total, seconds: seconds, averageBytesPerSecond: seconds > 0 ? Double(total) / seconds : 0)
             do { try writeJSON(batch, to: statsJson) } catch {
                 return fail(.fileIO, "cannot write statistics to \(statsJson): \(error)")
@@ -111,7 +114,8 @@ extension SplitfetchCommand {
         for (_, result) in results {
             if case .failure(let e) = result { return e.code == .interrupted ? .interrupted : ExitStatus(e.code) }
         }
-        return results.count == list.count ? .success : .interrupted
+        guard results.count == list.count else { return .interrupted }
+        return !done.isEmpty && unchanged == done.count ? .unchanged : .success
     }
 
     /// `--list-partials DIR`: one JSON line per partial download under `DIR`, in the library's
@@ -159,6 +163,8 @@ extension SplitfetchCommand {
                 }
                 results.withLock { $0[index] = (list[index], result) }
                 switch result {
+                case .success(let s) where !quiet && s.unchanged:
+                    writeRaw("\(s.path): unchanged on the server, kept\n")
                 case .success(let s) where !quiet:
                     writeRaw("\(s.path): \(ByteCount.format(Double(s.size))) in \(ByteCount.fixed(s.seconds, 2)) s\n")
                     writeDigests(s)

@@ -69,6 +69,7 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
         if output.toStandardOutput {
             if output.events == "-" { throw ValidationError("--events - and -o - would both write to standard output") }
             if output.contentDisposition { throw ValidationError("--content-disposition names a file; -o - writes to standard output") }
+            if output.refresh { throw ValidationError("--timestamping (-N) refreshes a file; -o - writes to standard output") }
             if isatty(STDOUT_FILENO) == 1 {
                 throw ValidationError("-o - writes the file to standard output, which is a terminal; redirect it, or name a file")
             }
@@ -106,6 +107,8 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
         options.allowOverwrite = output.force
         options.durability.syncBeforeRename = !output.noSync
         options.restart = output.restart
+        options.refresh = output.refresh
+        options.remoteTime = output.remoteTime
         options.durability.checkpointInterval = output.checkpointInterval.duration
         if output.checkpointInterval.duration == .zero { options.durability.quickCheckpointInterval = .zero }
         if let user = security.user, let colon = user.firstIndex(of: ":") {
@@ -249,7 +252,9 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
 
         switch result {
         case .success(let statistics):
-            if !quiet {
+            if !quiet && statistics.unchanged {
+                writeRaw("\(statistics.path): unchanged on the server, kept (\(ByteCount.format(Double(statistics.size))))\n")
+            } else if !quiet {
                 writeRaw("\(statistics.path): \(ByteCount.format(Double(statistics.size))) in \(ByteCount.fixed(statistics.seconds, 2)) s, "
                     + "\(ByteCount.format(statistics.averageBytesPerSecond))/s, \(statistics.connectionCount) connection"
                     + "\(statistics.connectionCount == 1 ? "" : "s"), \(statistics.requests) requests, \(statistics.retries) retries\n")
@@ -260,7 +265,7 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
                     return fail(.fileIO, "cannot write statistics to \(statsJson): \(error)")
                 }
             }
-            return .success
+            return statistics.unchanged ? .unchanged : .success
         case .failure(let error as DownloadError):
             // The reader of a pipe sees its end before the message: `set -o pipefail` then
             // sees this status.

@@ -110,6 +110,18 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    /// Whether a request's conditions say the client's copy is current.
+    static func notModified(_ fields: HTTPHeaders, etag: String?, lastModified: String?) -> Bool {
+        let tags = fields[canonicalForm: "If-None-Match"]
+        if !tags.isEmpty {
+            guard let etag else { return false }
+            let opaque = { (tag: Substring) in tag.hasPrefix("W/") ? tag.dropFirst(2) : tag }
+            return tags.contains { $0 == "*" || opaque($0) == opaque(Substring(etag)) }
+        }
+        guard let since = fields.first(name: "If-Modified-Since"), let lastModified else { return false }
+        return since == lastModified
+    }
+
     private func respond(context: ChannelHandlerContext, head: HTTPRequestHead) {
         var request = parse(head.uri)
         let keepAlive = head.isKeepAlive
@@ -142,9 +154,12 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var seed = request.query["seed"].flatMap { UInt64($0) } ?? 0
         if components.count >= 5, components[2] == "seed", let pathSeed = UInt64(components[3]) { seed = pathSeed }
         var q = request.query
+        // `lm=DATE`: the `Last-Modified` (percent-decoded); a changed file's is a day later.
+        var lastModified = q["lm"].map { percentDecoded(Substring($0)) } ?? "Mon, 02 Nov 2026 10:00:00 GMT"
         if let variant = counters.variants.withLockedValue({ $0[request.path] }) {
             seed = variant.seed
             q["etag"] = variant.etag
+            lastModified = "Tue, 03 Nov 2026 10:00:00 GMT"
         }
         let content = SyntheticContent(size: size, seed: seed)
         if isHead && q["nohead"] == "1" {
@@ -157,6 +172,19 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         let noLength = q["nolength"]
         // `weaketag=1`: a weak ETag, as Apache sends for a file modified within the last second.
         let etag = (q["weaketag"] == "1" ? "W/" : "") + "\"" + (q["etag"] ?? "sf-\(size)-\(seed)") + "\""
+        // `noetag=1`, `nolm=1`: no `ETag`, no `Last-Modified`.
+        let sentETag = q["noetag"] == "1" ? nil : etag
+        let sentLastModified = q["nolm"] == "1" ? nil : lastModified
+        // Conditional requests (RFC 9110 §13.2.2): `If-None-Match` decides when present (weak
+        // comparison), else `If-Modified-Since`, compared exactly as nginx does by default.
+        // `ignoreconditions=1`: a server that ignores both.
+        if q["ignoreconditions"] != "1", Self.notModified(head.headers, etag: sentETag, lastModified: sentLastModified) {
+            var fields: [(String, String)] = []
+            if let sentETag { fields.append(("ETag", sentETag)) }
+            if let sentLastModified { fields.append(("Last-Modified", sentLastModified)) }
+            simple(context: context, status: .notModified, body: "", headers: fields, keepAlive: keepAlive, isHead: true)
+            return
+        }
         // If-Range (RFC 9110 §13.1.5): only a strong validator can match; anything else gets the
         // whole file. `ifrangebroken=1` answers every If-Range with the whole file.
         let ifRange = head.headers.first(name: "If-Range")
@@ -249,8 +277,8 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
         }
         if honourRanges && q["noacceptranges"] != "1" { headers.add(name: "Accept-Ranges", value: "bytes") }
-        headers.add(name: "ETag", value: etag)
-        headers.add(name: "Last-Modified", value: "Mon, 02 Nov 2026 10:00:00 GMT")
+        if let sentETag { headers.add(name: "ETag", value: sentETag) }
+        if let sentLastModified { headers.add(name: "Last-Modified", value: sentLastModified) }
         headers.add(name: "Content-Type", value: fault == "multipart" ? "multipart/byteranges; boundary=X" : "application/octet-stream")
         if fault == "gzip" { headers.add(name: "Content-Encoding", value: "gzip") }
         if let disposition = q["cd"] { headers.add(name: "Content-Disposition", value: percentDecoded(Substring(disposition))) }

@@ -18,6 +18,10 @@ import Synchronization
 /// | `nolength=chunked` / `nolength=close` | no `Content-Length`: chunked, or delimited by closing |
 /// | `noacceptranges=1` | leaves out `Accept-Ranges` |
 /// | `etag=X` | sends `ETag: "X"` instead of the default |
+/// | `weaketag=1` | makes the ETag weak (`W/"…"`) |
+/// | `lm=DATE` | sends `Last-Modified: DATE` (percent-decoded) instead of the default |
+/// | `noetag=1`, `nolm=1` | sends no `ETag`, no `Last-Modified` |
+/// | `ignoreconditions=1` | ignores `If-None-Match` and `If-Modified-Since` (otherwise a match gets `304`) |
 /// | `redirect=URL` | answers `302` with `Location: URL` (percent-decoded) |
 /// | `cd=VALUE` | sends `Content-Disposition: VALUE` (percent-decoded) |
 ///
@@ -205,7 +209,8 @@ public final class TestServer: Sendable {
     }
 
     /// Makes `path` (e.g. `/size/100/file.bin`) serve the content of `seed` with `etag` from now
-    /// on, whatever its query says: the file "changes on the server".
+    /// on, whatever its query says: the file "changes on the server" (and its `Last-Modified` is
+    /// a day later).
     public func changeContent(path: String, seed: UInt64, etag: String) {
         counters.variants.withLockedValue { $0[path] = (seed, etag) }
     }

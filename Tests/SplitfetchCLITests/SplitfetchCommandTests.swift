@@ -152,10 +152,10 @@ struct JSONOutputTests {
     @Test func aBatchsStatisticsCountItsFailures() throws {
         let failure = FailedDownload(url: "http://h/f", path: "/d/f",
                                      error: .init(DownloadError(.integrity, "digest differs")), exitStatus: 13)
-        let batch = BatchStatistics(files: [], fileCount: 1, failed: 1, failures: [failure], size: 0, seconds: 2,
+        let batch = BatchStatistics(files: [], fileCount: 1, failed: 1, unchanged: 0, failures: [failure], size: 0, seconds: 2,
                                     averageBytesPerSecond: 0)
         let json = try Self.object(batch)
-        #expect(json["fileCount"] as? Int == 1 && json["failed"] as? Int == 1)
+        #expect(json["fileCount"] as? Int == 1 && json["failed"] as? Int == 1 && json["unchanged"] as? Int == 0)
         let failures = try #require(json["failures"] as? [[String: Any]])
         #expect(failures.first?["exitStatus"] as? Int == 13)
         #expect(failures.first?["url"] as? String == "http://h/f")

@@ -34,4 +34,17 @@ void sf_block_sigpipe_on_this_thread(void);
 /// is never delivered later.
 void sf_discard_pending_sigpipe(void);
 
+/// Reads the extended attribute `name` of the file at `path` (not following a symbolic link)
+/// into `value` (`size` bytes at most). Returns its length, or -1 with errno set (ENODATA: none;
+/// ENOTSUP: the file system keeps none; ERANGE: longer than `size`).
+long sf_get_attribute(const char *path, const char *name, void *value, unsigned long size);
+
+/// Sets the extended attribute `name` of the open file `fd`. Returns 0, or -1 with errno set
+/// (ENOTSUP where the file system keeps none).
+int sf_set_attribute(int fd, const char *name, const void *value, unsigned long size);
+
+/// Sets the open file's access and modification times to `seconds` since 1970 (UTC). Returns 0,
+/// or -1 with errno set.
+int sf_set_file_times(int fd, int64_t seconds);
+
 #endif

@@ -57,6 +57,18 @@ public struct DownloadOptions: Sendable {
     public var durability = Durability()
     /// Discard a partial file and manifest left by an earlier run and start over. Default `false`.
     public var restart: Bool = false
+    /// Conditional refresh (wget's `-N`, aria2's `--conditional-get`): when the destination
+    /// exists with the validators recorded when it was downloaded, the first request asks for the
+    /// file only if it changed (`If-None-Match` with the `ETag`, `If-Modified-Since` with the
+    /// server's `Last-Modified`). A `304`, or a full answer for the same file, leaves the file
+    /// untouched and the download ends at once with ``DownloadStatistics/unchanged``; a new
+    /// version downloads to the partial file and replaces the old one only when complete. A file
+    /// without a record, or changed here since (its size or time differs), is downloaded again.
+    /// Implies replacing the destination (a regular file only). Default `false`.
+    public var refresh: Bool = false
+    /// Set the finished file's modification time from the server's `Last-Modified` (curl's
+    /// `--remote-time`). Default `false`: the time of the download.
+    public var remoteTime: Bool = false
 
     /// Other sources of the same file.
     public var mirrors = Mirrors()

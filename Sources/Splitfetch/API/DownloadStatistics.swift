@@ -83,6 +83,9 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
     public var verified: [ExpectedDigest] = []
     /// Each source's figures when the download had mirrors (empty otherwise).
     public var sources: [Source] = []
+    /// A conditional refresh (``DownloadOptions/refresh``) found the file unchanged on the server:
+    /// nothing was written, and ``size`` is the size of the file kept.
+    public var unchanged: Bool = false
 
     /// ``duration`` in seconds, as the JSON form writes it.
     public var seconds: Double { duration.seconds }
@@ -110,7 +113,7 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
 extension DownloadStatistics {
     enum CodingKeys: String, CodingKey {
         case url, finalURL, path, mode, size, seconds, averageBytesPerSecond, connectionCount, connections, requests, retries,
-             splits, bytesReceived, resumedBytes, digests, verified, sources
+             splits, bytesReceived, resumedBytes, digests, verified, sources, unchanged
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -132,6 +135,7 @@ extension DownloadStatistics {
         try c.encode(digests, forKey: .digests)
         try c.encode(verified, forKey: .verified)
         try c.encode(sources, forKey: .sources)
+        try c.encode(unchanged, forKey: .unchanged)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -148,5 +152,6 @@ extension DownloadStatistics {
         digests = try c.decodeIfPresent([Digest].self, forKey: .digests) ?? []
         verified = try c.decodeIfPresent([ExpectedDigest].self, forKey: .verified) ?? []
         sources = try c.decodeIfPresent([Source].self, forKey: .sources) ?? []
+        unchanged = try c.decodeIfPresent(Bool.self, forKey: .unchanged) ?? false
     }
 }

@@ -42,6 +42,7 @@ extension DownloadDriver {
     /// name made to last over data that may not would promise what nothing keeps.
     private func putInPlace(_ file: OutputFile, segmented: Bool, unknownSize: Bool, length: Int64) async throws {
         let (partial, durable, quickSlot) = (self.partial, options.durability.syncBeforeRename, quickSlot)
+        let validators = (etag: resource.etag, lastModified: resource.lastModified)
         let done: Result<Void, DownloadError> = await withCheckedContinuation { continuation in
             io.submit {
                 do throws(DownloadError) {
@@ -52,7 +53,7 @@ extension DownloadDriver {
                         }
                     }
                     quickSlot.close()
-                    try partial.putInPlace(file, removingManifest: segmented)
+                    try partial.putInPlace(file, removingManifest: segmented, validators: validators)
                 } catch {
                     if !segmented { partial.removeOwnData(of: file) }
                     return continuation.resume(returning: .failure(error))

@@ -35,11 +35,18 @@ struct DownloadSetup: Sendable {
         try await probe(getFirst: false, since: start).0
     }
 
+    /// The header fields of a conditional refresh's plan.
+    static func conditions(of plan: ConditionalRefresh.Plan?) -> [String] {
+        guard case .conditional(let ifNoneMatch, let ifModifiedSince)? = plan else { return [] }
+        return (ifNoneMatch.map { ["If-None-Match: \($0)"] } ?? []) + (ifModifiedSince.map { ["If-Modified-Since: \($0)"] } ?? [])
+    }
+
     /// Probes as the core's ``ProbePhase`` decides: which request, when a failure is asked again
     /// (the same ``RetryPolicy`` as every later request, its jitter seeded), when to give up, and
     /// the time limit (``DownloadOptions/maximumTime``, counted from `start`). GET-first, the
     /// first segment's request asks (open-ended with one connection) and its body comes back open.
-    private func probe(getFirst: Bool, since start: ContinuousClock.Instant) async throws -> (RemoteResource, OpenProbe?) {
+    private func probe(getFirst: Bool, since start: ContinuousClock.Instant,
+                       conditions: [String] = []) async throws -> (RemoteResource, OpenProbe?) {
         var phase = ProbePhase(request: getFirst ? .getFirst : .head, retry: retryPolicy, probeTimeout: options.timeouts.probe.seconds,
                                deadline: options.maximumTime?.seconds, seed: UInt64.random(in: .min ... .max))
         let first = ByteRange(0, options.connections == 1 ? Int64.max : options.minimumSegmentSize)
@@ -50,7 +57,8 @@ struct DownloadSetup: Sendable {
             switch step {
             case .ask(let request, let timeout):
                 do {
-                    let probe = Probe(connector: connector, policy: policy, timeout: .seconds(timeout))
+                    var probe = Probe(connector: connector, policy: policy, timeout: .seconds(timeout))
+                    probe.conditions = conditions
                     let (resource, open) = request == .getFirst ? try await probe.runGetFirst(range: first) : (try await probe.run(), nil)
                     emit(.probed(resource.redacted))
                     return (resource, open)
@@ -92,6 +100,20 @@ struct DownloadSetup: Sendable {
         return directory == "/" ? "/" + name : directory + "/" + name
     }
 
+    /// What a conditional refresh knows before its first request: the record kept with the file,
+    /// and the conditions the core chose from it.
+    struct Refresh: Sendable {
+        let recorded: ConditionalRefresh.Recorded?
+        let plan: ConditionalRefresh.Plan
+
+        /// Reads the record and the file (blocking: on the I/O queue).
+        init(destination: String) {
+            let local = RecordedValidators.local(destination)
+            recorded = local == nil ? nil : RecordedValidators.read(destination)
+            plan = ConditionalRefresh.plan(recorded: recorded, local: local)
+        }
+    }
+
     /// What is on disk before the download starts.
     private enum LocalState: Sendable {
         case fresh
@@ -102,11 +124,14 @@ struct DownloadSetup: Sendable {
     private func runWithLocalChecks(probed: RemoteResource?, since start: ContinuousClock.Instant) async throws -> DownloadStatistics {
         let partial = self.partial
         let io = IOQueue()
-        let local = try await io.run { () throws(DownloadError) -> LocalState in
+        let (local, refresh) = try await io.run { () throws(DownloadError) -> (LocalState, Refresh?) in
             if partial.options.restart { try partial.discard() }
-            if let manifest = try partial.finishedEarlier() { return .finishedEarlier(manifest) }
+            // (A refresh goes on to ask the server; the manifest left is removed all the same.)
+            if let manifest = try partial.finishedEarlier(), !partial.options.refresh { return (.finishedEarlier(manifest), nil) }
             try partial.checkDestination()
-            return try partial.openExisting().map(LocalState.resumable) ?? .fresh
+            // A refresh looks at what was recorded with the file there now.
+            let refresh = partial.options.refresh ? Refresh(destination: partial.destination) : nil
+            return (try partial.openExisting().map(LocalState.resumable) ?? .fresh, refresh)
         }
         var existing: PartialFile.Existing?
         switch local {
@@ -136,7 +161,18 @@ struct DownloadSetup: Sendable {
             // A resumed download checks the server's file before any byte is fetched: HEAD first.
             // So does one asking S3 for its checksum, which S3 states on a HEAD but not on a 206.
             (resource, open) = try await probe(getFirst: options.probe == .get && existing == nil && !options.asksForObjectChecksum,
-                                               since: start)
+                                               since: start, conditions: Self.conditions(of: refresh?.plan))
+        }
+        if let refresh, case .conditional = refresh.plan, let recorded = refresh.recorded {
+            let answer = ConditionalRefresh.Answer(etag: resource.etag, lastModified: resource.lastModified, size: resource.size)
+            let verdict = ConditionalRefresh.judge(status: resource.notModified ? 304 : 200, answer: answer, recorded: recorded)
+            options.logger.debug("conditional refresh", metadata: ["verdict": "\(verdict)", "url": "\(redactedURL(url))"])
+            if verdict != .changed {
+                // The file kept is current: nothing is written, and the probe's body (a server
+                // that ignored the conditions) is let go.
+                return statistics(resource: resource, mode: .single, size: recorded.size, counters: [], splits: 0, resumed: 0,
+                                  since: start, unchanged: true)
+            }
         }
         let mirrors = self.mirrors(of: resource)
         var configuration = machineConfiguration()
@@ -196,13 +232,13 @@ struct DownloadSetup: Sendable {
     /// The statistics of a finished download; emits ``DownloadEvent/finished(_:)``.
     func statistics(resource: RemoteResource, mode: DownloadStatistics.Mode, size: Int64, counters: [ConnectionCounters],
                     splits: Int, resumed: Int64, since start: ContinuousClock.Instant, digests: [Digest] = [],
-                    verified: [ExpectedDigest] = [], sources: [DownloadStatistics.Source] = []) -> DownloadStatistics {
+                    verified: [ExpectedDigest] = [], sources: [DownloadStatistics.Source] = [], unchanged: Bool = false) -> DownloadStatistics {
         let duration = ContinuousClock.now - start
         let seconds = duration.seconds
         let connectionStats = counters.map(\.statistics)
         var statistics = DownloadStatistics(
             url: redactedURL(url), finalURL: redactedURL(resource.finalURL), path: FilePath(destination), mode: mode,
-            size: size, duration: duration, averageBytesPerSecond: seconds > 0 ? Double(size - resumed) / seconds : 0,
+            size: size, duration: duration, averageBytesPerSecond: seconds > 0 && !unchanged ? Double(size - resumed) / seconds : 0,
             connectionCount: counters.count, connections: connectionStats,
             requests: connectionStats.reduce(0) { $0 + $1.requests },
             retries: connectionStats.reduce(0) { $0 + $1.retries },
@@ -212,6 +248,7 @@ struct DownloadSetup: Sendable {
         statistics.digests = digests
         statistics.verified = verified
         statistics.sources = sources
+        statistics.unchanged = unchanged
         options.logger.debug("finished", metadata: ["path": "\(statistics.path)", "bytes": "\(statistics.size)",
                                                     "seconds": "\(formatSeconds(statistics.seconds))", "requests": "\(statistics.requests)"])
         emit(.finished(statistics))

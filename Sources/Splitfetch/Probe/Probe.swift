@@ -15,6 +15,10 @@ struct Probe {
     /// limit comes first (``ProbePhase/next(now:)``).
     var timeout: Duration
     var options: DownloadOptions { policy.options }
+    /// The conditions of a conditional refresh (`If-None-Match`, `If-Modified-Since`), sent with
+    /// every request of the probe. A `304` answer is then a resource marked
+    /// ``RemoteResource/notModified``, with no body.
+    var conditions: [String] = []
 
     init(connector: Connector, policy: RequestPolicy, timeout: Duration? = nil) {
         self.connector = connector
@@ -37,6 +41,7 @@ struct Probe {
             var request = policy.request(current, method: method, range: range)
             request.totalTimeout = timeout.seconds
             if options.integrity.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
+            request.headers += conditions
             options.logger.debug("probe request", metadata: ["method": "\(method)", "url": "\(redactedURL(current))",
                                                              "range": "\(range.map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? "none")"])
             let result = await connector.perform(request, sink: sink)
@@ -81,6 +86,7 @@ struct Probe {
                 fromHead = resource(finalURL: headURL, head: h, size: size, ranges: h.first("accept-ranges")?.lowercased() == "bytes",
                                     method: "head")
             }
+            if let h = answered, h.status == 304, !conditions.isEmpty { return notModified(h, finalURL: headURL) }
             // No head with no libcurl error: nothing came back, as an empty reply.
             let failure = answered == nil && head.curlCode != 0 ? CurlErrors.error(for: head, url: headURL) : nil
             let kind = answered == nil ? failure?.failure.kind ?? .network(.emptyReply) : nil
@@ -105,6 +111,8 @@ struct Probe {
             throw CurlErrors.error(for: probe, url: finalURL)
         }
         switch h.status {
+        case 304 where !conditions.isEmpty:
+            return notModified(h, finalURL: finalURL)
         case 206:
             let values = h.all("content-range")
             guard values.count == 1, let parsed = HTTPFields.contentRange(values[0]) else {
@@ -152,6 +160,7 @@ struct Probe {
         while true {
             var request = policy.request(current, method: .get, range: range)
             if options.integrity.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
+            request.headers += conditions
             options.logger.debug("probe request", metadata: ["method": "get", "url": "\(redactedURL(current))",
                                                              "range": "\(range.map(Self.rangeText) ?? "none")"])
             // A 206 brings at most the range; a 200 brings the whole file while the partial file is
@@ -259,6 +268,15 @@ struct Probe {
         }
         let found = try checked(resource(finalURL: finalURL, head: head, size: total, ranges: total != nil, method: "get"))
         return (found, OpenProbe(sink: sink, task: task, range: got))
+    }
+
+    /// The answer `304 Not Modified` to a conditional request: the file kept is current.
+    private func notModified(_ head: ResponseHead, finalURL: String) -> RemoteResource {
+        var found = RemoteResource(url: policy.url, finalURL: finalURL, size: nil, acceptsRanges: false, etag: head.first("etag"),
+                                   lastModified: head.first("last-modified"), contentType: nil, contentDisposition: nil,
+                                   probeMethod: "conditional", date: head.first("date"))
+        found.notModified = true
+        return found
     }
 
     /// Applies the size limit before anything is allocated.

@@ -26,6 +26,9 @@ public struct RemoteResource: Sendable, Equatable, Codable {
     /// Mirrors the response announced (RFC 6249 `Link: <URL>; rel=duplicate; pri=N`), in
     /// priority order.
     public var mirrors: [String] = []
+    /// The server answered a conditional refresh with `304 Not Modified`: nothing else here is
+    /// known but the validators it sent again.
+    public var notModified: Bool = false
 
     /// This resource as the caller may see it: URLs without credentials or query secrets.
     var redacted: RemoteResource {

@@ -19,6 +19,8 @@ enum FileOperation: Sendable, Equatable {
     case link(to: String)
     /// Naming a file that was made without a name; the name must not exist.
     case name(to: String)
+    /// Setting the modification time (``DownloadOptions/remoteTime``).
+    case setTimes
 }
 
 extension DownloadError {
@@ -64,6 +66,7 @@ extension FileOperation {
         case .rename(let target): "rename \(path) to \(target)"
         case .link(let target): "link \(path) to \(target)"
         case .name(let target): "give the new file the name \(target)"
+        case .setTimes: "set the modification time of \(path)"
         }
     }
 }

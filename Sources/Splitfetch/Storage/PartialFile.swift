@@ -1,3 +1,4 @@
+import CShims
 import DownloadCore
 
 import SystemPackage
@@ -20,6 +21,9 @@ struct PartialFile: Sendable {
     static let manifestSuffix = ".part.json"
 
     var partialPath: String { destination + Self.partialSuffix }
+    /// Whether the destination may be replaced: asked for (``DownloadOptions/allowOverwrite``), or
+    /// a conditional refresh, which replaces the file it refreshes.
+    var replacesDestination: Bool { options.allowOverwrite || options.refresh }
     var manifestPath: String { destination + Self.manifestSuffix }
     var store: ManifestStore { ManifestStore(path: manifestPath) }
 
@@ -69,7 +73,7 @@ struct PartialFile: Sendable {
             if info.type != .regular {
                 throw DownloadError(.fileIO, "\(destination) exists and is not a regular file; refusing to replace it")
             }
-            if !options.allowOverwrite {
+            if !replacesDestination {
                 throw DownloadError(.outputExists, "\(destination) already exists", remedy: .allowOverwrite)
             }
         }
@@ -203,10 +207,27 @@ struct PartialFile: Sendable {
     /// (``DirectorySync``, shared with the renames of other downloads), also unless
     /// `syncBeforeRename` is off.
     /// A file that never got a name (it had no manifest) gets the final name directly.
-    func putInPlace(_ file: OutputFile, removingManifest: Bool) throws(DownloadError) {
+    ///
+    /// Before the sync, the file gets its time from `Last-Modified` (``DownloadOptions/remoteTime``)
+    /// and the server's validators are recorded with it (``RecordedValidators``), so that a later
+    /// conditional refresh can ask for it only if it changed.
+    func putInPlace(_ file: OutputFile, removingManifest: Bool, validators: (etag: String?, lastModified: String?) = (nil, nil)) throws(DownloadError) {
         defer { file.close() }  // on every path; renaming an open file is fine
+        if options.remoteTime, let seconds = validators.lastModified.flatMap(HTTPFields.httpDate) {
+            do { try FileSystem.retryingInterrupts { sf_set_file_times(file.descriptor.rawValue, seconds) } } catch {
+                throw .fileSystem(error, .setTimes, path: file.path)
+            }
+        }
+        let sidecar = RecordedValidators.record(etag: validators.etag, lastModified: validators.lastModified, on: file)
         if options.durability.syncBeforeRename { try file.sync() }
-        if !file.isNamed && !options.allowOverwrite {
+        defer {
+            // Without attributes here, a refresh keeps the record beside the file, after the
+            // rename: a record without its file would never be trusted anyway.
+            if options.refresh {
+                if let sidecar { try? RecordedValidators.writeSidecar(sidecar, for: destination) } else { RecordedValidators.removeSidecar(for: destination) }
+            }
+        }
+        if !file.isNamed && !replacesDestination {
             try file.name(as: destination)  // never replaces a file
             return
         }
@@ -219,7 +240,7 @@ struct PartialFile: Sendable {
     /// appeared meanwhile (`renameat2` with `RENAME_NOREPLACE`, or else `link`, fails if the name
     /// exists).
     private func moveIntoPlace() throws(DownloadError) {
-        if options.allowOverwrite {
+        if replacesDestination {
             do { try FileSystem.rename(partialPath, to: destination) } catch {
                 throw .fileSystem(error, .rename(to: destination), path: partialPath)
             }
