@@ -119,6 +119,11 @@ extension DownloadQueue {
         }
         await watcher.value
         report(id, run: run) { $0.ended(id, outcome) }
+        // A finished task's handle holds its memory (the slabs of its async frames, tens of KB):
+        // a queue keeps thousands of ended downloads, so it lets the handle go.
+        state.withLockedValue { state in
+            if state.records[id]?.run == run { state.records[id]?.task = nil }
+        }
     }
 
     private func report(_ id: ID, run: Int, _ decide: (inout QueueSchedule) -> [QueueSchedule.Action]) {
