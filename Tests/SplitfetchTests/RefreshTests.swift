@@ -1,3 +1,4 @@
+import CShims
 import DownloadCore
 @testable import Splitfetch
 import SystemPackage
@@ -151,6 +152,32 @@ struct RefreshTests {
                 _ = try await Download(url, to: FilePath(path), options: options).run()
                 #expect(Self.identity(path)[1] == 1_793_613_600)  // Mon, 02 Nov 2026 10:00:00 GMT
                 #expect(try await Download(url, to: FilePath(path), options: options).run().unchanged)
+            }
+        }
+    }
+
+    /// A caller keeping its own records (a database): the statistics give the record, and a
+    /// refresh given it back needs nothing kept with the file.
+    @Test func aRecordKeptByTheCallerIsUsedInsteadOfTheFiles() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let path = dir + "/f.bin"
+                let url = server.url(size: 200_000)
+                let first = try await Download(url, to: FilePath(path), options: Self.refreshing()).run()
+                let record = try #require(first.validators)
+                #expect(record.etag == "\"sf-200000-0\"" && record.size == 200_000)
+                // The record kept with the file spoilt (setting an attribute leaves the file's time).
+                let fd = open(path, O_RDONLY)
+                #expect(sf_set_attribute(fd, RecordedValidators.attributeName, "x", 1) == 0)
+                close(fd)
+                #expect(RecordedValidators.read(path) == nil)
+                var options = Self.refreshing()
+                options.refreshRecord = record
+                let again = try await Download(url, to: FilePath(path), options: options).run()
+                #expect(again.unchanged && again.validators == record)
+                // Without it, and nothing kept with the file, the file is fetched again.
+                let third = try await Download(url, to: FilePath(path), options: Self.refreshing()).run()
+                #expect(!third.unchanged)
             }
         }
     }

@@ -1,3 +1,4 @@
+public import DownloadCore
 public import Logging
 public import SystemPackage
 
@@ -66,6 +67,10 @@ public struct DownloadOptions: Sendable {
     /// without a record, or changed here since (its size or time differs), is downloaded again.
     /// Implies replacing the destination (a regular file only). Default `false`.
     public var refresh: Bool = false
+    /// With ``refresh``: the record of the file there, kept by the caller (a database) from an
+    /// earlier download's ``DownloadStatistics/validators``, used instead of the one kept with
+    /// the file. Default `nil`: the one kept with the file.
+    public var refreshRecord: ConditionalRefresh.Recorded?
     /// Set the finished file's modification time from the server's `Last-Modified` (curl's
     /// `--remote-time`). Default `false`: the time of the download.
     public var remoteTime: Bool = false

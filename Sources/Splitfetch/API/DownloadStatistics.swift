@@ -1,3 +1,4 @@
+public import DownloadCore
 public import SystemPackage
 
 /// Final, machine-readable figures of a completed download (`--stats-json`).
@@ -86,6 +87,10 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
     /// A conditional refresh (``DownloadOptions/refresh``) found the file unchanged on the server:
     /// nothing was written, and ``size`` is the size of the file kept.
     public var unchanged: Bool = false
+    /// The server's validators recorded with the file put in place (or, ``unchanged``, the file
+    /// kept), with its size and time: what a caller that keeps its own records stores, to give
+    /// back as ``DownloadOptions/refreshRecord``. `nil` when the server sent none.
+    public var validators: ConditionalRefresh.Recorded?
 
     /// ``duration`` in seconds, as the JSON form writes it.
     public var seconds: Double { duration.seconds }
@@ -113,7 +118,7 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
 extension DownloadStatistics {
     enum CodingKeys: String, CodingKey {
         case url, finalURL, path, mode, size, seconds, averageBytesPerSecond, connectionCount, connections, requests, retries,
-             splits, bytesReceived, resumedBytes, digests, verified, sources, unchanged
+             splits, bytesReceived, resumedBytes, digests, verified, sources, unchanged, validators
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -136,6 +141,7 @@ extension DownloadStatistics {
         try c.encode(verified, forKey: .verified)
         try c.encode(sources, forKey: .sources)
         try c.encode(unchanged, forKey: .unchanged)
+        try c.encodeIfPresent(validators, forKey: .validators)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -153,5 +159,6 @@ extension DownloadStatistics {
         verified = try c.decodeIfPresent([ExpectedDigest].self, forKey: .verified) ?? []
         sources = try c.decodeIfPresent([Source].self, forKey: .sources) ?? []
         unchanged = try c.decodeIfPresent(Bool.self, forKey: .unchanged) ?? false
+        validators = try c.decodeIfPresent(ConditionalRefresh.Recorded.self, forKey: .validators)
     }
 }

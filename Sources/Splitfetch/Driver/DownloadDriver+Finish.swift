@@ -25,25 +25,26 @@ extension DownloadDriver {
         default: size = resource.size ?? length
         }
         let digests = try await checkDigests(size: size)
+        var validators: ConditionalRefresh.Recorded?
         if consumer != nil {
             file.close()  // read in order: every byte has reached the reader; nothing to put in place
         } else {
-            try await putInPlace(file, segmented: segmented, unknownSize: unknownSize, length: length)
+            validators = try await putInPlace(file, segmented: segmented, unknownSize: unknownSize, length: length)
         }
         let splits = shared.withLock { $0.splitCount }
         return setup.statistics(resource: resource, mode: segmented ? .segmented : .single, size: size, counters: counters,
                                  splits: splits, resumed: resumedBytes, since: since, digests: digests, verified: digestPlan.checks,
-                                 sources: sourceStatistics())
+                                 sources: sourceStatistics(), validators: validators)
     }
 
     /// Syncs the finished file and gives it its final name; the directory's sync makes the name
     /// last. One job on the I/O queue does all three, and returns when the directory's sync has.
     /// Without the data's sync (`syncBeforeRename` off) the directory is not synced either: a
     /// name made to last over data that may not would promise what nothing keeps.
-    private func putInPlace(_ file: OutputFile, segmented: Bool, unknownSize: Bool, length: Int64) async throws {
+    private func putInPlace(_ file: OutputFile, segmented: Bool, unknownSize: Bool, length: Int64) async throws -> ConditionalRefresh.Recorded? {
         let (partial, durable, quickSlot) = (self.partial, options.durability.syncBeforeRename, quickSlot)
         let validators = (etag: resource.etag, lastModified: resource.lastModified)
-        let done: Result<Void, DownloadError> = await withCheckedContinuation { continuation in
+        let done: Result<ConditionalRefresh.Recorded?, DownloadError> = await withCheckedContinuation { continuation in
             io.submit {
                 do throws(DownloadError) {
                     if unknownSize {
@@ -53,18 +54,18 @@ extension DownloadDriver {
                         }
                     }
                     quickSlot.close()
-                    try partial.putInPlace(file, removingManifest: segmented, validators: validators)
+                    let recorded = try partial.putInPlace(file, removingManifest: segmented, validators: validators)
+                    guard durable else { return continuation.resume(returning: .success(recorded)) }
+                    // The rename lasts once the directory is synced: by a sync that starts now,
+                    // perhaps shared with other downloads' renames, and run on this thread if none is.
+                    DirectorySync.shared.syncHere(partial.store.directory) { continuation.resume(returning: .success(recorded)) }
                 } catch {
                     if !segmented { partial.removeOwnData(of: file) }
                     return continuation.resume(returning: .failure(error))
                 }
-                guard durable else { return continuation.resume(returning: .success(())) }
-                // The rename lasts once the directory is synced: by a sync that starts now,
-                // perhaps shared with other downloads' renames, and run on this thread if none is.
-                DirectorySync.shared.syncHere(partial.store.directory) { continuation.resume(returning: .success(())) }
             }
         }
-        try done.get()
+        return try done.get()
     }
 
     // MARK: - Errors and manifests

@@ -106,10 +106,11 @@ struct DownloadSetup: Sendable {
         let recorded: ConditionalRefresh.Recorded?
         let plan: ConditionalRefresh.Plan
 
-        /// Reads the record and the file (blocking: on the I/O queue).
-        init(destination: String) {
+        /// Reads the record (unless `given`, kept elsewhere) and the file (blocking: on the I/O
+        /// queue).
+        init(destination: String, given: ConditionalRefresh.Recorded?) {
             let local = RecordedValidators.local(destination)
-            recorded = local == nil ? nil : RecordedValidators.read(destination)
+            recorded = local == nil ? nil : given ?? RecordedValidators.read(destination)
             plan = ConditionalRefresh.plan(recorded: recorded, local: local)
         }
     }
@@ -130,7 +131,7 @@ struct DownloadSetup: Sendable {
             if let manifest = try partial.finishedEarlier(), !partial.options.refresh { return (.finishedEarlier(manifest), nil) }
             try partial.checkDestination()
             // A refresh looks at what was recorded with the file there now.
-            let refresh = partial.options.refresh ? Refresh(destination: partial.destination) : nil
+            let refresh = partial.options.refresh ? Refresh(destination: partial.destination, given: partial.options.refreshRecord) : nil
             return (try partial.openExisting().map(LocalState.resumable) ?? .fresh, refresh)
         }
         var existing: PartialFile.Existing?
@@ -169,9 +170,11 @@ struct DownloadSetup: Sendable {
             options.logger.debug("conditional refresh", metadata: ["verdict": "\(verdict)", "url": "\(redactedURL(url))"])
             if verdict != .changed {
                 // The file kept is current: nothing is written, and the probe's body (a server
-                // that ignored the conditions) is let go.
+                // that ignored the conditions) is let go. The network part is over: a queue
+                // starts its next download now.
+                transferred()
                 return statistics(resource: resource, mode: .single, size: recorded.size, counters: [], splits: 0, resumed: 0,
-                                  since: start, unchanged: true)
+                                  since: start, unchanged: true, validators: recorded)
             }
         }
         let mirrors = self.mirrors(of: resource)
@@ -232,7 +235,8 @@ struct DownloadSetup: Sendable {
     /// The statistics of a finished download; emits ``DownloadEvent/finished(_:)``.
     func statistics(resource: RemoteResource, mode: DownloadStatistics.Mode, size: Int64, counters: [ConnectionCounters],
                     splits: Int, resumed: Int64, since start: ContinuousClock.Instant, digests: [Digest] = [],
-                    verified: [ExpectedDigest] = [], sources: [DownloadStatistics.Source] = [], unchanged: Bool = false) -> DownloadStatistics {
+                    verified: [ExpectedDigest] = [], sources: [DownloadStatistics.Source] = [], unchanged: Bool = false,
+                    validators: ConditionalRefresh.Recorded? = nil) -> DownloadStatistics {
         let duration = ContinuousClock.now - start
         let seconds = duration.seconds
         let connectionStats = counters.map(\.statistics)
@@ -249,6 +253,7 @@ struct DownloadSetup: Sendable {
         statistics.verified = verified
         statistics.sources = sources
         statistics.unchanged = unchanged
+        statistics.validators = validators
         options.logger.debug("finished", metadata: ["path": "\(statistics.path)", "bytes": "\(statistics.size)",
                                                     "seconds": "\(formatSeconds(statistics.seconds))", "requests": "\(statistics.requests)"])
         emit(.finished(statistics))

@@ -211,29 +211,38 @@ struct PartialFile: Sendable {
     /// Before the sync, the file gets its time from `Last-Modified` (``DownloadOptions/remoteTime``)
     /// and the server's validators are recorded with it (``RecordedValidators``), so that a later
     /// conditional refresh can ask for it only if it changed.
-    func putInPlace(_ file: OutputFile, removingManifest: Bool, validators: (etag: String?, lastModified: String?) = (nil, nil)) throws(DownloadError) {
+    ///
+    /// - Returns: the record of the validators made with the file, if the server sent any.
+    @discardableResult
+    func putInPlace(_ file: OutputFile, removingManifest: Bool,
+                    validators: (etag: String?, lastModified: String?) = (nil, nil)) throws(DownloadError) -> ConditionalRefresh.Recorded? {
         defer { file.close() }  // on every path; renaming an open file is fine
         if options.remoteTime, let seconds = validators.lastModified.flatMap(HTTPFields.httpDate) {
             do { try FileSystem.retryingInterrupts { sf_set_file_times(file.descriptor.rawValue, seconds) } } catch {
                 throw .fileSystem(error, .setTimes, path: file.path)
             }
         }
-        let sidecar = RecordedValidators.record(etag: validators.etag, lastModified: validators.lastModified, on: file)
+        let record = RecordedValidators.record(etag: validators.etag, lastModified: validators.lastModified, on: file)
         if options.durability.syncBeforeRename { try file.sync() }
         defer {
             // Without attributes here, a refresh keeps the record beside the file, after the
             // rename: a record without its file would never be trusted anyway.
             if options.refresh {
-                if let sidecar { try? RecordedValidators.writeSidecar(sidecar, for: destination) } else { RecordedValidators.removeSidecar(for: destination) }
+                if let record, !record.kept {
+                    try? RecordedValidators.writeSidecar(record.0, for: destination)
+                } else {
+                    RecordedValidators.removeSidecar(for: destination)
+                }
             }
         }
         if !file.isNamed && !replacesDestination {
             try file.name(as: destination)  // never replaces a file
-            return
+            return record?.0
         }
         if !file.isNamed { try file.name() }  // replacing takes a rename, and a rename a name
         try moveIntoPlace()
         if removingManifest { store.remove() }
+        return record?.0
     }
 
     /// Renames the partial file to the destination; without overwrite, never replaces a file that

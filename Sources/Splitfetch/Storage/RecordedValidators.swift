@@ -45,18 +45,17 @@ enum RecordedValidators {
         return decode(data)
     }
 
-    /// Records `validators` on the open partial `file`, for the size and time it has now. Returns
-    /// the record when the file system keeps no attributes (for ``writeSidecar(_:for:)``),
-    /// `nil` when it is set or there is nothing to record.
-    static func record(etag: String?, lastModified: String?, on file: OutputFile) -> ConditionalRefresh.Recorded? {
+    /// Records `validators` on the open partial `file`, for the size and time it has now.
+    ///
+    /// - Returns: the record (`nil`: nothing to record), and whether the file system kept it (or
+    ///   it belongs in ``writeSidecar(_:for:)``).
+    static func record(etag: String?, lastModified: String?, on file: OutputFile) -> (ConditionalRefresh.Recorded, kept: Bool)? {
         guard etag != nil || lastModified != nil, let info = try? file.descriptor.stat() else { return nil }
         let recorded = ConditionalRefresh.Recorded(etag: etag, lastModified: lastModified, size: info.size,
                                                    modifiedNanoseconds: nanoseconds(info.st_mtim))
         guard let bytes = encode(recorded) else { return nil }
         let rc = bytes.withUnsafeBytes { sf_set_attribute(file.descriptor.rawValue, attributeName, $0.baseAddress, UInt($0.count)) }
-        if rc == 0 { return nil }
-        let error = Errno(rawValue: errno)
-        return error == .notSupported || error == .permissionDenied ? recorded : nil
+        return (recorded, rc == 0)
     }
 
     /// Writes the hidden file beside `destination` (a new file, renamed over the old one).
