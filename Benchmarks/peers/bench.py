@@ -30,6 +30,7 @@ import time
 import urllib.request
 
 from integrity import integrity_tools, integrity_verdicts
+from refresh import refresh_scenarios, refresh_verdicts
 from daemon import daemon_scenarios, daemon_verdicts
 from mirrors import mirror_scenarios, mirror_verdicts
 from pipe import pipe_scenarios, pipe_verdicts
@@ -336,7 +337,8 @@ def result_row(scenario, label, tool, connections, size, runs, ideal=None):
     if wall:
         row.update({"wall_median": wall["median"], "wall_min": wall["min"], "wall_max": wall["max"],
                     "mib_s": size / wall["median"] / MiB,
-                    "cpu_s_per_gib": statistics.median([x["cpu"] for x in ok]) * GiB / size,
+                    # A run that fetches no body (a refresh of unchanged files) has no per-GiB figure.
+                    "cpu_s_per_gib": statistics.median([x["cpu"] for x in ok]) * GiB / size if size else 0.0,
                     "rss_mib": max(x["rss_kib"] for x in ok) / 1024})
         if ideal:
             row["ideal_fraction"] = size / wall["median"] / ideal
@@ -364,7 +366,8 @@ def main():
                          "'r' = --limit-rate 8M against its cap, and its CPU against curl's; 'rc' = a rate limit changed while running (4, 1, 8 MiB/s); 'idle' = an idle queue of 20 paused downloads, CPU over 30 s; "
                          "'m' = one file from three mirrors (2/4/8 MiB/s per connection, 4 each), against aria2 with the same URIs; "
                          "'d' = scenario 6's files through the daemon's API, against -i and aria2c --enable-rpc; "
-                         "'dq' = 20,000 paused jobs in the daemon and in aria2's: RSS, tellWaiting p99, restart")
+                         "'dq' = 20,000 paused jobs in the daemon and in aria2's: RSS, tellWaiting p99, restart; "
+                         "'n' = a refresh of 2,000 unchanged files through a 50 ms relay: -N against wget2 -N, aria2c --conditional-get, curl --etag-compare")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
     ap.add_argument("--results", default=os.path.join(ROOT, "Benchmarks", "results", "latest"))
@@ -415,10 +418,11 @@ def main():
     rate_changes = []  # scenario rc: per run, each interval's target and measured rate
     idle_runs = []  # scenario idle: per run, the idle queue's CPU
     daemon_results = {}
+    refresh_results = {}
     servers = []
     try:
         nginx = None
-        if 1 in scenarios or 2 in scenarios or 5 in scenarios or "c" in scenarios or "v" in scenarios or "r" in scenarios:
+        if any(s in scenarios for s in (1, 2, 5, "c", "v", "r", "n")):
             nginx = Nginx(work, www)
             servers.append(nginx)
 
@@ -524,6 +528,9 @@ def main():
             servers.append(td)
             daemon_results = daemon_scenarios(args, work, out_dir, scenarios, synthetic_files, td, run_many, many_commands,
                                               result_row, rows, free_port, sha256_file, q, round_order, settle_disk)
+        if "n" in scenarios:
+            refresh_results = refresh_scenarios(args, work, www, nginx, servers, measured_run, result_row, rows, sha256_file, q,
+                                                round_order, settle_disk, tools)
         if "c" in scenarios:
             pair = ["splitfetch", "splitfetch-no-checkpoints"]
             size = 256 * MiB if q else 1 * GiB
@@ -626,7 +633,7 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     write_results(args.results, rows)
-    verdicts = integrity_verdicts(rows) + pipe_verdicts(rows) + mirror_verdicts(rows) + daemon_verdicts(daemon_results)
+    verdicts = integrity_verdicts(rows) + pipe_verdicts(rows) + mirror_verdicts(rows) + daemon_verdicts(daemon_results) + refresh_verdicts(refresh_results)
     for run, intervals in enumerate(rate_changes):
         within = all(abs(i["ratio"] - 1) <= 0.10 for i in intervals) and len(intervals) == 3
         verdicts.append(f"rc run {run + 1}: rate changed while running, measured / cap per 4 s interval: " + ", ".join(

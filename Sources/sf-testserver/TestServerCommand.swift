@@ -12,7 +12,7 @@ struct TestServerCommand: AsyncParsableCommand {
         commandName: "sf-testserver",
         abstract: "Serve deterministic content on loopback, optionally capped per connection.",
         discussion: "Paths are /size/N/NAME. Prints the port on standard output, then serves until killed.",
-        subcommands: [Serve.self, Hash.self],
+        subcommands: [Serve.self, Relay.self, Hash.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -58,6 +58,42 @@ struct Serve: AsyncParsableCommand {
             }
         }
         try await server.waitUntilClosed()
+    }
+}
+
+struct Relay: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Forward TCP to another server on loopback, adding a round trip.",
+        discussion: "Each direction's bytes are held half the round trip; a connection's first bytes wait one round trip more (the handshake). Prints the port, then relays until killed.")
+    @Option(help: "Listen address (loopback only).") var host = "127.0.0.1"
+    @Option(help: "Port; 0 picks a free one.") var port = 0
+    @Option(help: "The server to forward to, HOST:PORT (loopback only).") var to: String
+    @Option(help: "The round trip to add, in milliseconds.") var roundTrip: Int64 = 50
+    @Option(help: "Write the port to this file once listening.") var portFile: String?
+
+    func validate() throws {
+        guard host.hasPrefix("127.") else { throw ValidationError("the relay listens on loopback only") }
+        guard let colon = to.lastIndex(of: ":"), to.hasPrefix("127."), Int(to[to.index(after: colon)...]) != nil else {
+            throw ValidationError("--to must be 127.x.x.x:PORT")
+        }
+        guard roundTrip >= 0 else { throw ValidationError("--round-trip must be 0 or more milliseconds") }
+    }
+
+    func run() async throws {
+        let colon = to.lastIndex(of: ":")!
+        let relay = try await DelayRelay(host: host, port: port, targetHost: String(to[..<colon]),
+                                         targetPort: Int(to[to.index(after: colon)...])!, roundTrip: .milliseconds(roundTrip))
+        print(relay.port)
+        fflush(nil)
+        if let portFile {
+            let tmp = portFile + ".tmp"
+            if let f = fopen(tmp, "w") {
+                fputs("\(relay.port)\n", f)
+                fclose(f)
+                rename(tmp, portFile)
+            }
+        }
+        try await relay.waitUntilClosed()
     }
 }
 
