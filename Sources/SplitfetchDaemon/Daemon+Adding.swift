@@ -73,8 +73,10 @@ extension Daemon {
         guard let scheme = url.split(separator: ":", maxSplits: 1).first?.lowercased(), scheme == "http" || scheme == "https" else {
             throw RPCError.invalidParams("\(redactedURL(url)): only http and https URLs are supported")
         }
-        if FileManagerLite.exists(destination.string) {
-            throw RPCError.failed("\(destination) exists; choose another `out` (nothing is overwritten)")
+        // A refresh (conditional-get) is for a file already there; it replaces it only with a
+        // complete new version.
+        if FileManagerLite.exists(destination.string) && !download.refresh {
+            throw RPCError.failed("\(destination) exists; choose another `out`, or refresh it with conditional-get (nothing is overwritten)")
         }
         let gid = Self.newGID()
         return try state.withLockedValue { state -> Result<(Job, DownloadOptions), RPCError> in
@@ -95,18 +97,24 @@ extension Daemon {
     func enqueue(_ job: Job, paused: Bool, position: Int? = nil) throws(DownloadError) {
         // The closure holds the options dictionary (shared with the job's record), not a
         // DownloadOptions value (about 460 bytes per waiting job).
-        let (given, mirrors) = (job.options, Array(job.uris.dropFirst()))
+        let (given, mirrors, destination) = (job.options, Array(job.uris.dropFirst()), job.destination)
         try queue.add(job.uris[0], to: FilePath(job.destination), id: job.gid, priority: job.priority, at: position, paused: paused,
                       bytesPerSecond: job.bytesPerSecond) { [weak self] () throws(DownloadError) -> DownloadOptions in
             guard let self else { throw DownloadError(.interrupted, "the daemon stopped") }
             do throws(RPCError) {
                 var options = try Aria2Options.parse(given, base: self.downloadOptions(), root: self.root, resolvingPaths: false).options
                 options.mirrors.urls = mirrors
+                if options.refresh { options.refreshRecord = self.recordedValidators(of: destination) }
                 return options
             } catch {
                 throw DownloadError(.usage, error.message)
             }
         }
+    }
+
+    /// The validators recorded with the last complete download of `destination`, if any.
+    func recordedValidators(of destination: String) -> ConditionalRefresh.Recorded? {
+        state.withLockedValue { $0.recorded[destination]?.validators }
     }
 
     /// The settings every download starts from: the daemon's, with the global options applied.

@@ -23,6 +23,9 @@ extension Daemon {
         /// The unfinished jobs in queue order (priority, then `order`), made when asked for after a
         /// change of the set or of its order; `nil` until then.
         var ordered: [String]?
+        /// Per file, the validators of its newest complete download (kept when the job is purged:
+        /// the library checks them against the file's size and time anyway).
+        var recorded: [String: (finishedAt: Double, validators: ConditionalRefresh.Recorded)] = [:]
 
         /// Records a job (added, changed or loaded); a finished job's file is free again.
         mutating func store(_ job: Job) {
@@ -37,6 +40,11 @@ extension Daemon {
             // A file named by the server's Content-Disposition changes the job's path as it ends.
             if let old, !old.state.isFinal { destinations.remove(old.destination) }
             if !job.state.isFinal { destinations.insert(job.destination) }
+            // The newest complete download of each file gives the validators a refresh asks with.
+            if job.state == .complete, let validators = job.validators,
+               (recorded[job.destination]?.finishedAt ?? -.infinity) <= (job.finishedAt ?? 0) {
+                recorded[job.destination] = (job.finishedAt ?? 0, validators)
+            }
         }
 
         /// Drops a job: one never committed, or a finished one purged.

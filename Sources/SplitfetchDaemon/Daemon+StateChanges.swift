@@ -22,6 +22,7 @@ extension Daemon {
                 job.completedLength = job.totalLength
                 job.sha256 = snapshot.statistics?.digests.first { $0.algorithm == .sha256 }?.hex
                 if let path = snapshot.statistics?.path.string { job.destination = path }
+                job.validators = snapshot.statistics?.validators
                 job.finishedAt = Date().timeIntervalSince1970
             case .failed:
                 job.errorCode = snapshot.error?.code.description

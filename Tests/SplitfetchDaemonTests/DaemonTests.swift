@@ -117,6 +117,33 @@ struct DaemonTests {
         }
     }
 
+    /// conditional-get: a second job for a file already there asks with the validators the
+    /// daemon recorded; unchanged, the file is left alone. Without it, the file is refused.
+    @Test func aConditionalGetJobRefreshesWithTheRecordedValidators() async throws {
+        let server = try await TestServer(configuration: .init())
+        defer { Task { await server.shutdown() } }
+        try await withTemporaryDirectory { dir in
+            let (daemon, rpc) = try await makeDaemon(dir)
+            let url = server.url(size: 400_000, name: "r.bin")
+            let first = try await rpc.result("aria2.addUri", [.string(url)], ["out": "r.bin"]).string!
+            try await eventually("the first completes") { daemon.job(first)?.state == .complete }
+            let recorded = try #require(daemon.job(first)?.validators)
+            #expect(recorded.etag == "\"sf-400000-0\"")
+            let refused = await rpc.call("aria2.addUri", [.string(url)], ["out": "r.bin"])
+            #expect((try? refused.get()) == nil)
+            let sent = server.recordedRequests.count
+            let second = try await rpc.result("aria2.addUri", [.string(url)], ["out": "r.bin", "conditional-get": "true"]).string!
+            try await eventually("the refresh completes") { daemon.job(second)?.state == .complete }
+            let requests = server.recordedRequests.dropFirst(sent)
+            #expect(requests.count == 1 && requests.first?.header("if-none-match") == "\"sf-400000-0\"")
+            #expect(daemon.job(second)?.validators == recorded)
+            #expect(try sha256HexOfFile(atPath: dir + "/root/r.bin") == SyntheticContent(size: 400_000).sha256Hex())
+            await daemon.shutdown()
+            let stored = try await SQLiteJobStore(path: dir + "/state/jobs.sqlite").loadAll()
+            #expect(stored.first { $0.gid == second }?.validators == recorded)
+        }
+    }
+
     @Test func aWrongOrMissingTokenIsRefused() async throws {
         try await withTemporaryDirectory { dir in
             let (daemon, rpc) = try await makeDaemon(dir)
@@ -304,6 +331,8 @@ struct DaemonPartTests {
             job.sha256 = "cafe"
             job.finishedAt = 11
             job.hookPending = true
+            job.validators = ConditionalRefresh.Recorded(etag: "W/\"x\"", lastModified: "Mon, 02 Nov 2026 10:00:00 GMT", size: 7,
+                                                         modifiedNanoseconds: 1_793_613_600_000_000_001)
             var failed = job
             failed.gid = "00000000000000ac"
             failed.state = .failed

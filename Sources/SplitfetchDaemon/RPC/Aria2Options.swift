@@ -30,7 +30,8 @@ public struct RPCError: Error, Sendable, Equatable, CustomStringConvertible {
 ///
 /// - Mapped: `dir`, `out`, `split`, `max-connection-per-server`, `min-split-size`, `checksum`,
 ///   `header`, `referer`, `user-agent`, `all-proxy`, `max-download-limit`, `max-tries`,
-///   `retry-wait`, `connect-timeout`, `timeout`, `pause`; Splitfetch's own `priority` and
+///   `retry-wait`, `connect-timeout`, `timeout`, `pause`, `conditional-get` (a refresh, with
+///   `ETag` as well as the date), `remote-time`; Splitfetch's own `priority` and
 ///   `content-disposition`; globally also
 ///   `max-overall-download-limit` and `max-concurrent-downloads`.
 /// - Ignored (``ignored``), because Splitfetch always does what they ask or they concern
@@ -55,9 +56,9 @@ public enum Aria2Options {
 
     /// Options accepted and ignored: Splitfetch already behaves so, or they are BitTorrent's.
     static let ignored: Set<String> = [
-        "allow-overwrite", "auto-file-renaming", "continue", "always-resume", "file-allocation", "remote-time",
+        "allow-overwrite", "auto-file-renaming", "continue", "always-resume", "file-allocation",
         "lowest-speed-limit", "max-file-not-found", "piece-length", "stream-piece-selector", "uri-selector",
-        "http-accept-gzip", "enable-http-keep-alive", "enable-http-pipelining", "conditional-get", "parameterized-uri",
+        "http-accept-gzip", "enable-http-keep-alive", "enable-http-pipelining", "parameterized-uri",
         "realtime-chunk-checksum", "check-integrity", "follow-torrent", "follow-metalink", "seed-time", "seed-ratio",
         "max-resume-failure-tries", "proxy-method", "reuse-uri", "no-want-digest-header", "hash-check-only",
         "max-upload-limit", "async-dns", "disk-cache", "check-certificate",
@@ -135,6 +136,13 @@ public enum Aria2Options {
             case "priority":
                 // Splitfetch's own: aria2 orders its queue by position alone.
                 parsed.priority = try count(name, value, in: -1000...1000)
+            case "conditional-get":
+                // A refresh: a job for a file already there asks for it only if it changed,
+                // with the validators the daemon recorded when it downloaded it (or else those
+                // kept with the file), and replaces it only when a new version is complete.
+                parsed.options.refresh = try flag(name, value)
+            case "remote-time":
+                parsed.options.remoteTime = try flag(name, value)
             case "content-disposition":
                 // Splitfetch's own: name the file from the server's Content-Disposition (a safe
                 // base name in the same directory), unless `out` names it.

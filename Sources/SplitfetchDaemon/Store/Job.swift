@@ -1,3 +1,4 @@
+public import DownloadCore
 public import Splitfetch
 
 /// One download the daemon owns, as its store keeps it: what was asked for, where it is in the
@@ -38,6 +39,9 @@ public struct Job: Sendable, Equatable, Codable {
     /// Finished, with its webhook (`--webhook`) not yet delivered; cleared once the receiver
     /// answered 2xx (or gave up on), so a restart sends what was not delivered.
     public var webhookPending = false
+    /// The server's validators recorded with the complete file (``DownloadStatistics/validators``):
+    /// a later job for the same file with `conditional-get` asks with them.
+    public var validators: ConditionalRefresh.Recorded?
 
     public init(gid: String, order: Double, uris: [String], destination: String, options: [String: String],
                 state: DownloadState, priority: Int = 0, bytesPerSecond: Int64? = nil, addedAt: Double) {

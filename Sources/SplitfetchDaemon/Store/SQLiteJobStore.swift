@@ -1,3 +1,4 @@
+import DownloadCore
 import FoundationEssentials
 import GRDB
 import Splitfetch
@@ -71,6 +72,9 @@ public final class SQLiteJobStore: JobStore {
         migrator.registerMigration("v3: webhooks") { db in
             try db.execute(sql: "ALTER TABLE job ADD COLUMN webhookPending INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v4: validators") { db in
+            try db.execute(sql: "ALTER TABLE job ADD COLUMN validators TEXT")
+        }
         return migrator
     }
 
@@ -93,8 +97,8 @@ public final class SQLiteJobStore: JobStore {
                 try db.execute(sql: """
                     INSERT OR REPLACE INTO job (gid, sortOrder, uris, destination, options, state, priority, bytesPerSecond,
                         totalLength, completedLength, sha256, errorCode, errorMessage, addedAt, finishedAt, hookPending,
-                        webhookPending)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        webhookPending, validators)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """, arguments: arguments)
             }
             for gid in deleting {
@@ -137,9 +141,10 @@ public final class SQLiteJobStore: JobStore {
         encoder.outputFormatting = .sortedKeys
         let uris = String(decoding: try encoder.encode(job.uris), as: UTF8.self)
         let options = String(decoding: try encoder.encode(job.options), as: UTF8.self)
+        let validators = try job.validators.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
         return [job.gid, job.order, uris, job.destination, options, job.state.rawValue, job.priority, job.bytesPerSecond,
                 job.totalLength, job.completedLength, job.sha256, job.errorCode, job.errorMessage, job.addedAt, job.finishedAt,
-                job.hookPending, job.webhookPending]
+                job.hookPending, job.webhookPending, validators]
     }
 
     private static func job(from row: Row) throws -> Job {
@@ -156,6 +161,9 @@ public final class SQLiteJobStore: JobStore {
         job.finishedAt = row["finishedAt"]
         job.hookPending = row["hookPending"]
         job.webhookPending = row["webhookPending"]
+        if let text: String = row["validators"] {
+            job.validators = try JSONDecoder().decode(ConditionalRefresh.Recorded.self, from: Data(text.utf8))
+        }
         return job
     }
 }
