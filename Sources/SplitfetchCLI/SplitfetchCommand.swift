@@ -104,6 +104,7 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
         options.timeouts.stall = transfer.stallTimeout.duration
         options.timeouts.probe = transfer.probeTimeout.duration
         options.probe = transfer.probe.method
+        options.http2 = transfer.http2.policy
         options.allowOverwrite = output.force
         options.durability.syncBeforeRename = !output.noSync
         options.restart = output.restart

@@ -54,6 +54,17 @@ struct TransferOptions: ParsableArguments {
         "How a new download learns the size: 'get' (the first segment's GET asks; one round trip less per file) or 'head' (HEAD first, for servers where a GET is costly or metered).",
         valueName: "get|head"))
     var probe = ProbeChoice(rawValue: defaults.probe.rawValue)!
+
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "HTTP/2 over TLS: 'auto' (the first request of each file and single streams, many files multiplexed on one connection per host; the ranges of a large file keep a connection each, over HTTP/1.1), 'always' (every request, ranges multiplexed too) or 'never' (HTTP/1.1).",
+        valueName: "auto|always|never"))
+    var http2 = HTTP2Choice(rawValue: defaults.http2.rawValue)!
+}
+
+/// `--http2`: the library's ``HTTP2Policy`` as a command-line value.
+enum HTTP2Choice: String, ExpressibleByArgument, CaseIterable {
+    case auto, always, never
+    var policy: HTTP2Policy { HTTP2Policy(rawValue: rawValue)! }
 }
 
 /// `--probe`: the library's ``ProbeMethod`` as a command-line value.

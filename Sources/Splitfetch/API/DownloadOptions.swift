@@ -48,6 +48,11 @@ public struct DownloadOptions: Sendable {
     public var temporaryDirectory: FilePath?
     /// How a new download learns the file's size. Default ``ProbeMethod/get``.
     public var probe: ProbeMethod = .get
+    /// When HTTP/2 is used (over TLS, where the server offers it). Default
+    /// ``HTTP2Policy/auto``: the requests that may be a whole file (the first one, and a
+    /// download in one stream) go over HTTP/2, many files multiplexed on one connection per
+    /// host; the ranges of a segmented download keep a TCP connection each, over HTTP/1.1.
+    public var http2: HTTP2Policy = .auto
     /// Most redirects followed. Default 10.
     public var maximumRedirects: Int = 10
     /// Replace an existing file at the destination. Default `false`.
@@ -196,6 +201,21 @@ public enum NetrcSource: Sendable, Equatable {
     case home
     /// This file; it must exist.
     case file(FilePath)
+}
+
+/// When requests go over HTTP/2 (negotiated with ALPN over TLS; plain `http` is HTTP/1.1).
+///
+/// HTTP/2 helps many small files: they share one connection, with no new handshake each. It
+/// hurts the ranges of a large file: on one TCP connection they share its window and its losses,
+/// so each range keeps a connection of its own.
+public enum HTTP2Policy: String, Sendable, CaseIterable {
+    /// HTTP/2 for the requests that may be a whole file (the first request of each download, and
+    /// a download in one stream), multiplexed per host; HTTP/1.1 for the other ranges.
+    case auto
+    /// HTTP/2 for every request, the ranges of one file multiplexed on one connection too.
+    case always
+    /// HTTP/1.1 for every request.
+    case never
 }
 
 /// How a new download learns the file's size, validators and range support.

@@ -42,6 +42,7 @@ struct Probe {
             request.totalTimeout = timeout.seconds
             if options.integrity.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
             request.headers += conditions
+            request.http2 = options.http2 != .never  // the probe may be the whole file
             options.logger.debug("probe request", metadata: ["method": "\(method)", "url": "\(redactedURL(current))",
                                                              "range": "\(range.map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? "none")"])
             let result = await connector.perform(request, sink: sink)
@@ -161,6 +162,7 @@ struct Probe {
             var request = policy.request(current, method: .get, range: range)
             if options.integrity.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
             request.headers += conditions
+            request.http2 = options.http2 != .never  // the probe may be the whole file
             options.logger.debug("probe request", metadata: ["method": "get", "url": "\(redactedURL(current))",
                                                              "range": "\(range.map(Self.rangeText) ?? "none")"])
             // A 206 brings at most the range; a 200 brings the whole file while the partial file is

@@ -87,8 +87,15 @@ final class CurlTransfer: @unchecked Sendable {
             set(sf_easy_setopt_string(easy, CURLOPT_USERNAME, c.user), "CURLOPT_USERNAME")
             set(sf_easy_setopt_string(easy, CURLOPT_PASSWORD, c.password), "CURLOPT_PASSWORD")
         }
-        set(sf_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)), "CURLOPT_HTTP_VERSION")
-        set(sf_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, Self.receiveBufferSize), "CURLOPT_BUFFERSIZE")
+        if r.http2 {
+            set(sf_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)), "CURLOPT_HTTP_VERSION")
+            set(sf_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1), "CURLOPT_PIPEWAIT")
+        } else {
+            set(sf_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)), "CURLOPT_HTTP_VERSION")
+        }
+        // libcurl 7.88 refuses a new size once the handle has a buffer (a reset handle that served
+        // an HTTP/2 stream keeps it): that buffer is this size already, so the refusal is ignored.
+        _ = sf_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, Self.receiveBufferSize)
         set(sf_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1), "CURLOPT_TCP_NODELAY")
         set(sf_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1), "CURLOPT_TCP_KEEPALIVE")
         set(sf_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(r.connectTimeout * 1000)), "CURLOPT_CONNECTTIMEOUT_MS")

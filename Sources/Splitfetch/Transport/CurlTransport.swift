@@ -189,7 +189,7 @@ final class CurlTransport: Sendable {
             if failure == nil {
                 multi = curl_multi_init()
                 if let handle = multi {
-                    for (option, value, name) in [(CURLMOPT_PIPELINING, 0, "CURLMOPT_PIPELINING"),
+                    for (option, value, name) in [(CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX), "CURLMOPT_PIPELINING"),
                                                   (CURLMOPT_MAXCONNECTS, max(4, maximumConnections + 4), "CURLMOPT_MAXCONNECTS"),
                                                   (CURLMOPT_MAX_HOST_CONNECTIONS, maximumPerHost, "CURLMOPT_MAX_HOST_CONNECTIONS")] {
                         let code = sf_multi_setopt_long(handle, option, value)

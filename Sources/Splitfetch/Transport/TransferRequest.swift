@@ -24,6 +24,9 @@ package struct TransferRequest: Sendable {
     /// path: `~/.netrc`.
     var useNetrc = false
     var netrcFile: String?
+    /// Over HTTP/2 where TLS negotiates it, waiting for a connection that can take another stream
+    /// rather than opening one (``HTTP2Policy``); otherwise HTTP/1.1.
+    var http2 = false
 
     init(url: String, method: Method = .get, range: ByteRange? = nil, options: DownloadOptions) {
         self.url = url
