@@ -1,0 +1,209 @@
+"""Scenario "h2": nginx with TLS and HTTP/2, through `sf-testserver relay` at a 50 ms round trip.
+
+(h2a) 1,000 files of 64 KiB, 50 at a time: splitfetch (`--http2 auto`, the default, and `never`)
+against `curl --parallel` (multiplexed), wget2 and aria2 (HTTP/1.1 only). (h2b) one 1 GiB file
+at nginx's `limit_rate 4m` per request, 16 connections: splitfetch with `--http2 auto`, `never`
+and `always`, against the ideal 64 MiB/s. Every file is checked by SHA-256; nginx's log counts the
+requests over each protocol and the connections.
+"""
+import hashlib
+import os
+import subprocess
+import time
+
+from refresh import Relay
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+class TLSNginx:
+    """nginx with TLS and h2 on loopback, its own prefix, config, certificates and pid file."""
+
+    def __init__(self, work, root, free_port, wait_port):
+        self.dir = os.path.join(work, "nginx-h2")
+        for sub in ("logs", "tmp", "certs"):
+            os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
+        certs = os.path.join(self.dir, "certs")
+        self.ca = os.path.join(certs, "ca.pem")
+        run = lambda *argv: subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=splitfetch bench CA",
+            "-keyout", os.path.join(certs, "ca.key"), "-out", self.ca)
+        run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", os.path.join(certs, "server.key"),
+            "-out", os.path.join(certs, "server.csr"))
+        with open(os.path.join(certs, "san.ext"), "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1\n")
+        run("openssl", "x509", "-req", "-in", os.path.join(certs, "server.csr"), "-CA", self.ca, "-CAkey", os.path.join(certs, "ca.key"),
+            "-CAcreateserial", "-days", "2", "-extfile", os.path.join(certs, "san.ext"), "-out", os.path.join(certs, "server.pem"))
+        self.port = free_port()
+        self.log = os.path.join(self.dir, "logs", "access.log")
+        conf = f"""
+worker_processes 1;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/logs/error.log warn;
+daemon on;
+events {{ worker_connections 4096; }}
+http {{
+  log_format proto '$request_uri $status $body_bytes_sent $server_protocol $connection';
+  access_log {self.log} proto;
+  client_body_temp_path {self.dir}/tmp/body;
+  proxy_temp_path {self.dir}/tmp/proxy;
+  fastcgi_temp_path {self.dir}/tmp/fastcgi;
+  uwsgi_temp_path {self.dir}/tmp/uwsgi;
+  scgi_temp_path {self.dir}/tmp/scgi;
+  keepalive_requests 100000;
+  default_type application/octet-stream;
+  server {{
+    listen 127.0.0.1:{self.port} ssl http2;
+    ssl_certificate {certs}/server.pem;
+    ssl_certificate_key {certs}/server.key;
+    root {root};
+    location /limited/ {{ alias {root}/; limit_rate 4m; }}
+  }}
+}}
+"""
+        with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
+            f.write(conf)
+        subprocess.run(["/usr/sbin/nginx", "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf"),
+                        "-e", os.path.join(self.dir, "logs", "error.log")], check=True)
+        wait_port(self.port)
+
+    def log_size(self):
+        return os.path.getsize(self.log) if os.path.exists(self.log) else 0
+
+    def since(self, offset):
+        """Requests since `offset`: (over HTTP/2, over HTTP/1.1, distinct connections)."""
+        time.sleep(0.3)
+        with open(self.log, "rb") as f:
+            f.seek(offset)
+            lines = [l.split() for l in f.read().decode(errors="replace").splitlines()]
+        return (sum(1 for l in lines if len(l) == 5 and l[3] == "HTTP/2.0"), sum(1 for l in lines if len(l) == 5 and l[3] == "HTTP/1.1"),
+                len({l[4] for l in lines if len(l) == 5}))
+
+    def stop(self):
+        pidfile = os.path.join(self.dir, "nginx.pid")
+        if os.path.exists(pidfile):
+            try:
+                os.kill(int(open(pidfile).read().strip()), 15)
+            except ProcessLookupError:
+                pass
+
+
+def http2_scenarios(args, work, www, servers, measured_run, result_row, rows, sha256_file, quick, round_order, settle_disk,
+                    free_port, wait_port, tools):
+    nginx = TLSNginx(work, www, free_port, wait_port)
+    servers.append(nginx)
+    relay = Relay(work, args.testserver, nginx.port, 50)
+    servers.append(relay)
+    base = f"https://127.0.0.1:{relay.port}"
+    splitfetch = os.path.abspath(args.splitfetch)
+    results = {}
+
+    # h2a: many small files.
+    count = 200 if quick else 1000
+    small = os.path.join(www, "h2")
+    os.makedirs(small, exist_ok=True)
+    os.chmod(small, 0o755)
+    expected = {}
+    for i in range(count):
+        data = os.urandom(64 * KiB)
+        with open(os.path.join(small, f"h{i}.bin"), "wb") as f:
+            f.write(data)
+        os.chmod(os.path.join(small, f"h{i}.bin"), 0o644)
+        expected[f"h{i}.bin"] = hashlib.sha256(data).hexdigest()
+    urls = [f"{base}/h2/h{i}.bin" for i in range(count)]
+    listfile = os.path.join(work, "h2-list.txt")
+    with open(listfile, "w") as f:
+        f.write("\n".join(urls) + "\n")
+    j = "50"
+    commands = {
+        "splitfetch": lambda d: [splitfetch, "-q", "-j", j, "-i", listfile, "-d", d, "--cacert", nginx.ca],
+        "splitfetch --http2 never": lambda d: [splitfetch, "-q", "-j", j, "--http2", "never", "-i", listfile, "-d", d, "--cacert", nginx.ca],
+        "curl": lambda d: ["curl", "-s", "--parallel", "--parallel-max", j, "--cacert", nginx.ca, "--output-dir", d, "--remote-name-all"] + urls,
+        "wget2": lambda d: ["wget2", "-q", "--no-robots", f"--max-threads={j}", f"--ca-certificate={nginx.ca}", "-nd", "-P", d, "-i", listfile],
+        "aria2": lambda d: ["aria2c", "-q", "-j", j, "-x", "1", f"--ca-certificate={nginx.ca}", "-i", listfile, "-d", d,
+                            "--allow-overwrite=true", "--auto-file-renaming=false"],
+    }
+    selected = [t for t in commands if t.split(" ")[0] in tools]
+    runs = {t: [] for t in selected}
+    for r in range(args.runs):
+        for tool in round_order(selected, r):
+            d = os.path.join(work, "out", "h2a-" + tool.replace(" ", "_"))
+            subprocess.run(["rm", "-rf", d])
+            os.makedirs(d)
+            settle_disk()
+            offset = nginx.log_size()
+            rc, err, wall, cpu, rss = measured_run(commands[tool](d), 600)
+            h2, h1, conns = nginx.since(offset)
+            bad = [n for n, sha in expected.items() if not os.path.exists(os.path.join(d, n)) or sha256_file(os.path.join(d, n)) != sha]
+            ok = rc == 0 and not bad
+            runs[tool].append({"ok": ok, "wall": wall, "cpu": cpu, "rss_kib": rss, "requests": h1 + h2,
+                               "error": f"exit {rc}, {len(bad)} files wrong: {(err or '')[-200:]}"})
+            print(f"bench: scenario h2a {tool} run {r + 1}: " + (f"{wall:.2f} s" if ok else runs[tool][-1]["error"]) +
+                  f", {h2} over HTTP/2, {h1} over HTTP/1.1, {conns} connections", flush=True)
+    for tool in selected:
+        rows.append(result_row("h2a", f"{count} files of 64 KiB, {j} at a time, nginx TLS+h2 through a 50 ms relay", tool, int(j),
+                               count * 64 * KiB, runs[tool], None))
+    results["h2a"] = runs
+
+    # h2b: one large file at 4 MiB/s per request, 16 connections.
+    size = 256 * MiB if quick else 1024 * MiB
+    path = os.path.join(www, "h2big.bin")
+    h = hashlib.sha256()
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            b = os.urandom(min(left, 4 * MiB))
+            f.write(b)
+            h.update(b)
+            left -= len(b)
+    os.chmod(path, 0o644)
+    sha = h.hexdigest()
+    modes = ["auto", "never", "always"]
+    big = {m: [] for m in modes}
+    for r in range(args.runs):
+        for mode in round_order(modes, r):
+            out = os.path.join(work, "out", "h2big.bin")
+            if os.path.exists(out):
+                os.remove(out)
+            settle_disk()
+            offset = nginx.log_size()
+            rc, err, wall, cpu, rss = measured_run([splitfetch, "-q", "-n", "16", "--http2", mode, "-o", "h2big.bin", "-d",
+                                                   os.path.dirname(out), "--cacert", nginx.ca, f"{base}/limited/h2big.bin"], 600)
+            h2, h1, conns = nginx.since(offset)
+            ok = rc == 0 and sha256_file(out) == sha
+            big[mode].append({"ok": ok, "wall": wall, "cpu": cpu, "rss_kib": rss, "requests": h1 + h2, "error": f"exit {rc}"})
+            print(f"bench: scenario h2b --http2 {mode} run {r + 1}: " + (f"{wall:.2f} s, {size / MiB / wall:.1f} MiB/s" if ok else f"exit {rc}")
+                  + f", {h2} over HTTP/2, {h1} over HTTP/1.1, {conns} connections", flush=True)
+    for mode in modes:
+        rows.append(result_row("h2b", f"{size // MiB} MiB at 4 MiB/s per request, 16 connections, nginx TLS+h2 through a 50 ms relay",
+                               f"splitfetch --http2 {mode}", 16, size, big[mode], 16 * 4 * MiB))
+    results["h2b"] = big
+    results["size"] = size
+    return results
+
+
+def http2_verdicts(results):
+    if not results:
+        return []
+    med = lambda runs: sorted(r["wall"] for r in runs if r["ok"])[len([r for r in runs if r["ok"]]) // 2] \
+        if any(r["ok"] for r in runs) else None
+    verdicts = []
+    small = results.get("h2a", {})
+    ours = med(small.get("splitfetch", []))
+    if ours:
+        peers = {t: med(v) for t, v in small.items() if t in ("curl", "wget2", "aria2") and med(v)}
+        bound = [w for t, w in peers.items() if t in ("curl", "wget2")]
+        verdicts.append(f"h2a: splitfetch {ours:.2f} s (" + ", ".join(f"{t} {w:.2f} s" for t, w in sorted(peers.items()))
+                        + (f", --http2 never {med(small['splitfetch --http2 never']):.2f} s" if med(small.get("splitfetch --http2 never", [])) else "")
+                        + f"); target at most curl and wget2, ahead of aria2: "
+                        + ("met" if bound and ours <= min(bound) and ours < peers.get("aria2", float("inf")) else "NOT met"))
+    big = results.get("h2b", {})
+    size = results.get("size", 0)
+    for mode, runs in big.items():
+        wall = med(runs)
+        if wall:
+            fraction = size / wall / (64 * MiB)
+            verdicts.append(f"h2b: --http2 {mode}: {size / MiB / wall:.1f} MiB/s, {fraction * 100:.1f} % of 64 MiB/s"
+                            + (f" (target at least 97 %: {'met' if fraction >= 0.97 else 'NOT met'})" if mode == "auto" else ""))
+    return verdicts
