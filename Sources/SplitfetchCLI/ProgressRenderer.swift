@@ -98,7 +98,8 @@ struct ProgressRenderer {
         return "[\(bar)] " + line(p)
     }
 
-    /// One line per connection: `#3 receiving  [12.0 MiB, 16.0 MiB)  3.1 MiB/s  9.5 MiB`.
+    /// One line per connection: `#3 receiving  [12.0 MiB, 16.0 MiB)  3.1 MiB/s  9.5 MiB`, and
+    /// `h2 stream` when it is a stream of a shared HTTP/2 connection.
     static func connectionLine(_ c: ConnectionProgress) -> String {
         let state: String
         switch c.state {
@@ -110,7 +111,7 @@ struct ProgressRenderer {
         let range = c.range.map { "[\(ByteCount.format(Double($0.lowerBound))), \(ByteCount.format(Double($0.upperBound))))" } ?? "-"
         let padded = state.padding(to: 10)
         return "  #\(c.id) \(padded) \(range.padding(to: 24)) \(ByteCount.format(c.bytesPerSecond))/s".padding(to: 58)
-            + "  \(ByteCount.format(Double(c.bytes)))"
+            + "  \(ByteCount.format(Double(c.bytes)))" + (c.http2 == true ? "  h2 stream" : "")
     }
 
     /// The live block: the bar, then a line per connection when the terminal is wide enough and

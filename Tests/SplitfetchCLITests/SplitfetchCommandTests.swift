@@ -75,6 +75,17 @@ struct CommandParsingTests {
 }
 
 /// The exit statuses: one for each error code, documented in `--help`.
+@Suite("Progress lines")
+struct ProgressLineTests {
+    /// A stream of a shared HTTP/2 connection says so; a connection of its own does not.
+    @Test func anHTTP2StreamIsMarked() {
+        let stream = ProgressRenderer.connectionLine(ConnectionProgress(id: 2, state: .receiving, bytes: 1 << 20, http2: true))
+        let own = ProgressRenderer.connectionLine(ConnectionProgress(id: 3, state: .receiving, bytes: 1 << 20))
+        #expect(stream.hasSuffix("h2 stream") && stream.hasPrefix("  #2 receiving"))
+        #expect(!own.contains("h2"))
+    }
+}
+
 @Suite("Exit statuses")
 struct ExitStatusTests {
     @Test("each error code has its status", arguments: [

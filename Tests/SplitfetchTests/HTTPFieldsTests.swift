@@ -162,9 +162,19 @@ struct HTTPFieldsTests {
             Array(line.utf8).withUnsafeBytes { h.feed(line: $0) }
         }
         #expect(h.status == 206)
+        #expect(h.version == "1.1")
         #expect(h.first("location") == nil)
         #expect(h.first("ETAG") == "\"abc\"")
         #expect(h.isComplete)
+    }
+
+    /// libcurl writes an HTTP/2 response's status line as `HTTP/2 200`: the version says so.
+    @Test func responseHeadKnowsAnHTTP2Response() {
+        var h = ResponseHead()
+        for line in ["HTTP/2 200\r\n", "content-length: 5\r\n", "\r\n"] {
+            Array(line.utf8).withUnsafeBytes { h.feed(line: $0) }
+        }
+        #expect(h.status == 200 && h.version == "2" && h.first("Content-Length") == "5")
     }
 
     /// libcurl's "unsupported protocol" is the URL's fault only before a request went out. After,

@@ -66,9 +66,14 @@ public struct ConnectionProgress: Sendable, Equatable, Codable {
     /// The source it fetches from (an index: 0 is the URL probed, then the mirrors), when the
     /// download has mirrors; `nil` without.
     public var source: Int?
+    /// `true` when its last response came over HTTP/2: a stream of a connection that other
+    /// transfers may share (``HTTP2Policy``); `nil` over HTTP/1.1.
+    public var http2: Bool?
 
-    public init(id: Int, state: State, bytes: Int64, range: Range<Int64>? = nil, bytesPerSecond: Double = 0, source: Int? = nil) {
+    public init(id: Int, state: State, bytes: Int64, range: Range<Int64>? = nil, bytesPerSecond: Double = 0, source: Int? = nil,
+                http2: Bool? = nil) {
         self.source = source
+        self.http2 = http2
         self.id = id
         self.state = state
         self.bytes = bytes

@@ -20,6 +20,9 @@ public struct DownloadStatistics: Sendable, Equatable, Codable {
         public var retries: Int
         /// The source it fetched from (an index into ``DownloadStatistics/sources``; 0 without mirrors).
         public var source: Int = 0
+        /// `true` when any of its responses came over HTTP/2 (a stream of a shared connection);
+        /// `nil` when all came over HTTP/1.1.
+        public var http2: Bool?
 
         public init(id: Int, bytes: Int64, requests: Int, retries: Int, source: Int = 0) {
             self.id = id

@@ -11,6 +11,16 @@ final class ConnectionCounters: Sendable {
     let requests = Atomic<Int>(0)
     let retries = Atomic<Int>(0)
     let state = Atomic<Int>(ConnectionProgress.State.idle.rawValue)
+    /// Whether its current response came over HTTP/2: a stream of a connection that other
+    /// transfers (other files) may share; and whether any did.
+    private let http2 = Atomic<Bool>(false)
+    private let anyHTTP2 = Atomic<Bool>(false)
+
+    /// A response began on this connection, over HTTP/2 or not.
+    func responded(http2 isHTTP2: Bool) {
+        http2.store(isHTTP2, ordering: .relaxed)
+        if isHTTP2 { anyHTTP2.store(true, ordering: .relaxed) }
+    }
     /// The range being fetched, for progress (`-1`: none). Two atomics: a reader may see one
     /// range's start with the next one's end for a moment, which progress can afford.
     private let rangeStart = Atomic<Int64>(-1)
@@ -35,11 +45,13 @@ final class ConnectionCounters: Sendable {
         let (start, end) = (rangeStart.load(ordering: .relaxed), rangeEnd.load(ordering: .relaxed))
         return ConnectionProgress(id: id, state: ConnectionProgress.State(rawValue: state.load(ordering: .relaxed)) ?? .idle,
                                   bytes: bytes.load(ordering: .relaxed), range: start >= 0 && end >= start ? start..<end : nil,
-                                  source: source)
+                                  source: source, http2: http2.load(ordering: .relaxed) ? true : nil)
     }
 
     var statistics: DownloadStatistics.Connection {
-        .init(id: id, bytes: bytes.load(ordering: .relaxed), requests: requests.load(ordering: .relaxed),
-              retries: retries.load(ordering: .relaxed), source: source ?? 0)
+        var connection = DownloadStatistics.Connection(id: id, bytes: bytes.load(ordering: .relaxed), requests: requests.load(ordering: .relaxed),
+                                                       retries: retries.load(ordering: .relaxed), source: source ?? 0)
+        connection.http2 = anyHTTP2.load(ordering: .relaxed) ? true : nil
+        return connection
     }
 }

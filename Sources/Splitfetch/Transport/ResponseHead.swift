@@ -2,6 +2,8 @@
 struct ResponseHead: Sendable, Equatable {
     /// The HTTP status code, e.g. `206`.
     var status: Int = 0
+    /// The protocol version of the status line: `2` over HTTP/2, `1.1` over HTTP/1.1.
+    var version: Substring = ""
     /// Header fields in arrival order; names lowercased, values trimmed.
     var fields: [(name: String, value: String)] = []
     /// Whether the blank line ending the header block has been seen.
@@ -35,6 +37,7 @@ struct ResponseHead: Sendable, Equatable {
             self = ResponseHead()
             let parts = bytes.split(separator: " ", maxSplits: 2)
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            version = parts.first?.dropFirst(5) ?? ""
             return
         }
         if bytes.isEmpty {

@@ -54,7 +54,9 @@ final class SegmentSink: TransferSink, Sendable {
     func receive(_ body: UnsafeRawBufferPointer, head: ResponseHead) -> SinkVerdict {
         if !accepted {
             switch check(head) {
-            case .accept(let through): acceptedThrough.store(through, ordering: .relaxed)
+            case .accept(let through):
+                acceptedThrough.store(through, ordering: .relaxed)
+                target.counters.responded(http2: head.version == "2")
             case .reject(let error): return .fail(error)
             }
         }

@@ -52,6 +52,7 @@ final class StreamSink: TransferSink, Sendable {
         if !validated.load(ordering: .relaxed) {
             if let error = Self.validate(head, expectedSize: expectedSize, url: url) { return .fail(error) }
             validated.store(true, ordering: .relaxed)
+            target.counters.responded(http2: head.version == "2")
         }
         let offset = written.load(ordering: .relaxed)
         let count = Int64(body.count)
