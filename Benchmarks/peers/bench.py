@@ -31,6 +31,7 @@ import urllib.request
 
 from integrity import integrity_tools, integrity_verdicts
 from refresh import refresh_scenarios, refresh_verdicts
+from nginxconf import nginx_conf
 from http2 import http2_scenarios, http2_verdicts
 from daemon import daemon_scenarios, daemon_verdicts
 from mirrors import mirror_scenarios, mirror_verdicts
@@ -73,37 +74,13 @@ def sha256_file(path):
 class Nginx:
     """nginx on loopback with its own prefix; / unthrottled, /limited/ with limit_rate."""
 
-    def __init__(self, workdir, root, rate="4m"):
+    def __init__(self, workdir, root):
         self.dir = os.path.join(workdir, "nginx")
         os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
         os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
         self.port = free_port()
         self.log = os.path.join(self.dir, "logs", "access.log")
-        conf = f"""
-worker_processes 1;
-pid {self.dir}/nginx.pid;
-error_log {self.dir}/logs/error.log warn;
-daemon on;
-events {{ worker_connections 4096; }}
-http {{
-  log_format sent '$request_uri $status $body_bytes_sent';
-  access_log {self.log} sent;
-  client_body_temp_path {self.dir}/tmp/body;
-  proxy_temp_path {self.dir}/tmp/proxy;
-  fastcgi_temp_path {self.dir}/tmp/fastcgi;
-  uwsgi_temp_path {self.dir}/tmp/uwsgi;
-  scgi_temp_path {self.dir}/tmp/scgi;
-  sendfile on;
-  tcp_nopush on;
-  keepalive_requests 100000;
-  default_type application/octet-stream;
-  server {{
-    listen 127.0.0.1:{self.port};
-    root {root};
-    location /limited/ {{ alias {root}/; limit_rate {rate}; }}
-  }}
-}}
-"""
+        conf = nginx_conf(self.dir, self.port, root, self.log, "$request_uri $status $body_bytes_sent")
         with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
             f.write(conf)
         subprocess.run(["/usr/sbin/nginx", "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf"),

@@ -11,6 +11,7 @@ import os
 import subprocess
 import time
 
+from nginxconf import nginx_conf
 from refresh import Relay
 
 KiB = 1024
@@ -37,31 +38,8 @@ class TLSNginx:
             "-CAcreateserial", "-days", "2", "-extfile", os.path.join(certs, "san.ext"), "-out", os.path.join(certs, "server.pem"))
         self.port = free_port()
         self.log = os.path.join(self.dir, "logs", "access.log")
-        conf = f"""
-worker_processes 1;
-pid {self.dir}/nginx.pid;
-error_log {self.dir}/logs/error.log warn;
-daemon on;
-events {{ worker_connections 4096; }}
-http {{
-  log_format proto '$request_uri $status $body_bytes_sent $server_protocol $connection';
-  access_log {self.log} proto;
-  client_body_temp_path {self.dir}/tmp/body;
-  proxy_temp_path {self.dir}/tmp/proxy;
-  fastcgi_temp_path {self.dir}/tmp/fastcgi;
-  uwsgi_temp_path {self.dir}/tmp/uwsgi;
-  scgi_temp_path {self.dir}/tmp/scgi;
-  keepalive_requests 100000;
-  default_type application/octet-stream;
-  server {{
-    listen 127.0.0.1:{self.port} ssl http2;
-    ssl_certificate {certs}/server.pem;
-    ssl_certificate_key {certs}/server.key;
-    root {root};
-    location /limited/ {{ alias {root}/; limit_rate 4m; }}
-  }}
-}}
-"""
+        conf = nginx_conf(self.dir, self.port, root, self.log, "$request_uri $status $body_bytes_sent $server_protocol $connection",
+                          listen="ssl http2", server=f"    ssl_certificate {certs}/server.pem;\n    ssl_certificate_key {certs}/server.key;")
         with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
             f.write(conf)
         subprocess.run(["/usr/sbin/nginx", "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf"),

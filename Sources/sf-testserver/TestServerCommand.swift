@@ -47,16 +47,7 @@ struct Serve: AsyncParsableCommand {
         configuration.proxyAuthentication = proxyAuth
         configuration.closeNoticedAtWrite = closeNoticedAtWrite
         let server = try await TestServer(configuration: configuration)
-        print(server.port)
-        fflush(nil)
-        if let portFile {
-            let tmp = portFile + ".tmp"
-            if let f = fopen(tmp, "w") {
-                fputs("\(server.port)\n", f)
-                fclose(f)
-                rename(tmp, portFile)
-            }
-        }
+        announce(port: server.port, in: portFile)
         try await server.waitUntilClosed()
     }
 }
@@ -83,17 +74,22 @@ struct Relay: AsyncParsableCommand {
         let colon = to.lastIndex(of: ":")!
         let relay = try await DelayRelay(host: host, port: port, targetHost: String(to[..<colon]),
                                          targetPort: Int(to[to.index(after: colon)...])!, roundTrip: .milliseconds(roundTrip))
-        print(relay.port)
-        fflush(nil)
-        if let portFile {
-            let tmp = portFile + ".tmp"
-            if let f = fopen(tmp, "w") {
-                fputs("\(relay.port)\n", f)
-                fclose(f)
-                rename(tmp, portFile)
-            }
-        }
+        announce(port: relay.port, in: portFile)
         try await relay.waitUntilClosed()
+    }
+}
+
+/// Prints the port listened on, and writes it to `portFile` (whole, by a rename) for the scripts
+/// that wait for it.
+func announce(port: Int, in portFile: String?) {
+    print(port)
+    fflush(nil)
+    guard let portFile else { return }
+    let tmp = portFile + ".tmp"
+    if let f = fopen(tmp, "w") {
+        fputs("\(port)\n", f)
+        fclose(f)
+        rename(tmp, portFile)
     }
 }
 
