@@ -118,4 +118,33 @@ struct HostLimitTests {
         limiter.release(host: "h:80", download: c)
         #expect(await limiter.acquire(host: "h:80", download: a))
     }
+
+    /// Under a cap of one, a host that speaks HTTP/2 serves any number of streams on its one
+    /// connection, which holds the one slot until its last stream ends; before the host is known
+    /// to speak it, and for a request that may not use it, each request takes a slot.
+    @Test(.timeLimit(.minutes(1))) func theStreamsOfOneHTTP2ConnectionCountOnce() async throws {
+        let limiter = HostLimiter(cap: 1)
+        let (a, b, c) = (limiter.newDownload(), limiter.newDownload(), limiter.newDownload())
+        // Not known yet: a slot, as any request.
+        let first = await limiter.acquire(host: "h:443", download: a, http2: true)
+        #expect(first == .slot && limiter.room(host: "h:443") == 0)
+        limiter.release(first!, host: "h:443", download: a)
+        limiter.learnedHTTP2(host: "h:443")
+        // Known: the first stream takes the slot for the connection, the others join it at once.
+        var streams: [(HostLimiter.Hold, Int)] = []
+        for download in [a, b, c, a, b] {
+            let hold = try #require(await limiter.acquire(host: "h:443", download: download, http2: true))
+            #expect(hold == .stream)
+            streams.append((hold, download))
+        }
+        #expect(limiter.room(host: "h:443") == 0)
+        for (hold, download) in streams.dropLast() { limiter.release(hold, host: "h:443", download: download) }
+        #expect(limiter.room(host: "h:443") == 0, "the connection holds the slot while a stream runs")
+        // A request that may not be a stream waits for the slot.
+        let ranged = Task { await limiter.acquire(host: "h:443", download: c, http2: false) }
+        limiter.release(streams.last!.0, host: "h:443", download: streams.last!.1)
+        #expect(await ranged.value == .slot)
+        limiter.release(.slot, host: "h:443", download: c)
+        #expect(limiter.room(host: "h:443") == 1)
+    }
 }

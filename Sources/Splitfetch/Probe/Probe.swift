@@ -171,14 +171,14 @@ struct Probe {
             // The slot is taken before the probe's clock starts: a wait for the host is not the
             // server's slowness. The transfer holds it until its body ends (when adopted, as the
             // download's first transfer).
-            guard await connector.acquire(for: current) else {
+            guard let hold = await connector.hold(for: request) else {
                 throw DownloadError(.interrupted, "interrupted while probing \(redactedURL(url))")
             }
             let connector = self.connector
-            let slotURL = current
+            let slotRequest = request
             let task = Task {
                 let result = await connector.transport.perform(request, sink: sink)
-                connector.release(for: slotURL)
+                connector.release(hold, for: slotRequest, result: result)
                 sink.ended()
                 return result
             }

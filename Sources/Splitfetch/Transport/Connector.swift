@@ -18,36 +18,42 @@ struct Connector: Sendable {
         CurlURL(url).map { "\($0.host):\($0.port)" } ?? url
     }
 
-    /// Waits for a slot of `url`'s host (at once without a cap). `waiting(true)` is called
-    /// before a wait and `waiting(false)` after it, only when there is one. Returns `false`,
-    /// without a slot, when the task is cancelled while waiting.
-    func acquire(for url: String, waiting: (Bool) -> Void = { _ in }) async -> Bool {
-        guard let limiter else { return true }
-        var waited = false
-        let granted = await limiter.acquire(host: Self.host(of: url), download: download) {
-            waited = true
-            waiting(true)
-        }
-        if waited { waiting(false) }
-        return granted
-    }
-
     /// The slots of `url`'s host a new request would get at once (``HostLimiter/room(host:)``);
     /// `nil` without a cap.
     func room(for url: String) -> Int? {
         limiter?.room(host: Self.host(of: url))
     }
 
-    /// Gives back the slot ``acquire(for:waiting:)`` took for `url`.
-    func release(for url: String) {
-        limiter?.release(host: Self.host(of: url), download: download)
+    /// Waits for what `request` needs of its host's cap (at once without one): a slot, or, for a
+    /// request that may go over HTTP/2 to a host that speaks it, a stream of the host's one
+    /// connection (``HostLimiter/acquire(host:download:http2:waiting:)``). `nil` when cancelled
+    /// while waiting.
+    func hold(for request: TransferRequest, waiting: (Bool) -> Void = { _ in }) async -> HostLimiter.Hold? {
+        guard let limiter else { return .slot }
+        var waited = false
+        let hold = await limiter.acquire(host: Self.host(of: request.url), download: download, http2: request.http2) {
+            waited = true
+            waiting(true)
+        }
+        if waited { waiting(false) }
+        return hold
     }
 
-    /// Performs `request` on a slot of its host: the transport's result, or a cancelled one when
-    /// the task was cancelled while waiting for the slot.
+    /// Gives back what ``hold(for:waiting:)`` returned, and learns from the response whether the
+    /// host speaks HTTP/2.
+    func release(_ hold: HostLimiter.Hold, for request: TransferRequest, result: TransferResult?) {
+        guard let limiter else { return }
+        let host = Self.host(of: request.url)
+        if request.http2, result?.head?.version == "2" { limiter.learnedHTTP2(host: host) }
+        limiter.release(hold, host: host, download: download)
+    }
+
+    /// Performs `request` on what its host's cap allows: the transport's result, or a cancelled
+    /// one when the task was cancelled while waiting.
     func perform(_ request: TransferRequest, sink: (any TransferSink)?, waiting: (Bool) -> Void = { _ in }) async -> TransferResult {
-        guard await acquire(for: request.url, waiting: waiting) else { return TransferResult(cancelled: true) }
-        defer { release(for: request.url) }
-        return await transport.perform(request, sink: sink)
+        guard let hold = await hold(for: request, waiting: waiting) else { return TransferResult(cancelled: true) }
+        let result = await transport.perform(request, sink: sink)
+        release(hold, for: request, result: result)
+        return result
     }
 }

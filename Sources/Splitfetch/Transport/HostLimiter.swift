@@ -20,6 +20,19 @@ final class HostLimiter: Sendable {
         var waits = 0
         var peakInUse = 0
         var cap: Int
+        /// Hosts that answered over HTTP/2: their HTTP/2 requests share one connection.
+        var speaksHTTP2: Set<String> = []
+        /// Per host, the HTTP/2 connection in use: its streams, and the download whose slot it
+        /// holds (the one that opened it). The connection counts once against the cap.
+        var multiplexed: [String: (streams: Int, owner: Int)] = [:]
+    }
+
+    /// What a request holds while it runs (``acquire(host:download:http2:waiting:)``).
+    enum Hold: Sendable, Equatable {
+        /// A slot of its own.
+        case slot
+        /// A stream of the host's HTTP/2 connection, which holds one slot for all its streams.
+        case stream
     }
 
     private struct Waiter: Hashable {
@@ -122,6 +135,63 @@ final class HostLimiter: Sendable {
             }
             continuation?.resume(returning: false)
         }
+    }
+
+    /// Waits for what a request to `host` needs. A request that may go over HTTP/2 (`http2`), to a
+    /// host that answered over HTTP/2 before, becomes a stream of the host's connection: at once
+    /// while that connection has streams, or else with a slot taken for the connection. Any
+    /// other request takes a slot of its own. `nil`: cancelled while waiting, holding nothing.
+    func acquire(host: String, download: Int, http2: Bool, waiting: () -> Void = {}) async -> Hold? {
+        guard http2 else { return await acquire(host: host, download: download, waiting: waiting) ? .slot : nil }
+        let joined = state.withLockedValue { state -> Bool? in
+            guard state.speaksHTTP2.contains(host) else { return nil }
+            guard let entry = state.multiplexed[host] else { return false }
+            state.multiplexed[host] = (entry.streams + 1, entry.owner)
+            return true
+        }
+        switch joined {
+        case nil: return await acquire(host: host, download: download, waiting: waiting) ? .slot : nil
+        case true?: return .stream
+        case false?: break
+        }
+        guard await acquire(host: host, download: download, waiting: waiting) else { return nil }
+        // The slot is the connection's, unless another stream opened it meanwhile: then this
+        // one joins it, and the slot goes back.
+        let opened = state.withLockedValue { state -> Bool in
+            if let entry = state.multiplexed[host] {
+                state.multiplexed[host] = (entry.streams + 1, entry.owner)
+                return false
+            }
+            state.multiplexed[host] = (1, download)
+            return true
+        }
+        if !opened { release(host: host, download: download) }
+        return .stream
+    }
+
+    /// Gives back what ``acquire(host:download:http2:waiting:)`` returned: a slot, or a stream
+    /// (the last stream of the connection gives back its slot).
+    func release(_ hold: Hold, host: String, download: Int) {
+        switch hold {
+        case .slot:
+            release(host: host, download: download)
+        case .stream:
+            let owner = state.withLockedValue { state -> Int? in
+                guard let entry = state.multiplexed[host] else { return nil }
+                if entry.streams > 1 {
+                    state.multiplexed[host] = (entry.streams - 1, entry.owner)
+                    return nil
+                }
+                state.multiplexed[host] = nil
+                return entry.owner
+            }
+            if let owner { release(host: host, download: owner) }
+        }
+    }
+
+    /// `host` answered over HTTP/2: its later HTTP/2 requests are streams of one connection.
+    func learnedHTTP2(host: String) {
+        state.withLockedValue { _ = $0.speaksHTTP2.insert(host) }
     }
 
     /// Gives back a slot of `host` held by `download`; the freed slot goes to a waiter, if any.
