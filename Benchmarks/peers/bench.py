@@ -511,7 +511,7 @@ def main():
                                               result_row, rows, free_port, sha256_file, q, round_order, settle_disk)
         if "h2" in scenarios:
             http2_results = http2_scenarios(args, work, www, servers, measured_run, result_row, rows, sha256_file, q, round_order,
-                                            settle_disk, free_port, wait_port, tools)
+                                            settle_disk, free_port, wait_port, tools, make_file)
         if "n" in scenarios:
             refresh_results = refresh_scenarios(args, work, www, nginx, servers, measured_run, result_row, rows, sha256_file, q,
                                                 round_order, settle_disk, tools)

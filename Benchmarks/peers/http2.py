@@ -6,7 +6,6 @@ at nginx's `limit_rate 4m` per request, 16 connections: splitfetch with `--http2
 and `always`, against the ideal 64 MiB/s. Every file is checked by SHA-256; nginx's log counts the
 requests over each protocol and the connections.
 """
-import hashlib
 import os
 import subprocess
 import time
@@ -68,7 +67,7 @@ class TLSNginx:
 
 
 def http2_scenarios(args, work, www, servers, measured_run, result_row, rows, sha256_file, quick, round_order, settle_disk,
-                    free_port, wait_port, tools):
+                    free_port, wait_port, tools, make_file):
     nginx = TLSNginx(work, www, free_port, wait_port)
     servers.append(nginx)
     relay = Relay(work, args.testserver, nginx.port, 50)
@@ -82,13 +81,7 @@ def http2_scenarios(args, work, www, servers, measured_run, result_row, rows, sh
     small = os.path.join(www, "h2")
     os.makedirs(small, exist_ok=True)
     os.chmod(small, 0o755)
-    expected = {}
-    for i in range(count):
-        data = os.urandom(64 * KiB)
-        with open(os.path.join(small, f"h{i}.bin"), "wb") as f:
-            f.write(data)
-        os.chmod(os.path.join(small, f"h{i}.bin"), 0o644)
-        expected[f"h{i}.bin"] = hashlib.sha256(data).hexdigest()
+    expected = {f"h{i}.bin": make_file(f"h2/h{i}.bin", 64 * KiB) for i in range(count)}
     urls = [f"{base}/h2/h{i}.bin" for i in range(count)]
     listfile = os.path.join(work, "h2-list.txt")
     with open(listfile, "w") as f:
@@ -126,17 +119,7 @@ def http2_scenarios(args, work, www, servers, measured_run, result_row, rows, sh
 
     # h2b: one large file at 4 MiB/s per request, 16 connections.
     size = 256 * MiB if quick else 1024 * MiB
-    path = os.path.join(www, "h2big.bin")
-    h = hashlib.sha256()
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            b = os.urandom(min(left, 4 * MiB))
-            f.write(b)
-            h.update(b)
-            left -= len(b)
-    os.chmod(path, 0o644)
-    sha = h.hexdigest()
+    sha = make_file("h2big.bin", size)
     modes = ["auto", "never", "always"]
     big = {m: [] for m in modes}
     for r in range(args.runs):
