@@ -224,25 +224,23 @@ struct PartialFile: Sendable {
         }
         let record = RecordedValidators.record(etag: validators.etag, lastModified: validators.lastModified, on: file)
         if options.durability.syncBeforeRename { try file.sync() }
-        defer {
-            // Without attributes here, a refresh keeps the record beside the file, after the
-            // rename: a record without its file would never be trusted anyway.
-            if options.refresh {
-                if let record, !record.kept {
-                    try? RecordedValidators.writeSidecar(record.0, for: destination)
-                } else {
-                    RecordedValidators.removeSidecar(for: destination)
-                }
-            }
-        }
         if !file.isNamed && !replacesDestination {
             try file.name(as: destination)  // never replaces a file
-            return record?.0
+        } else {
+            if !file.isNamed { try file.name() }  // replacing takes a rename, and a rename a name
+            try moveIntoPlace()
+            if removingManifest { store.remove() }
         }
-        if !file.isNamed { try file.name() }  // replacing takes a rename, and a rename a name
-        try moveIntoPlace()
-        if removingManifest { store.remove() }
-        return record?.0
+        // Without attributes here, a refresh keeps the record beside the file, once the file is
+        // in place.
+        if options.refresh {
+            if let record, !record.kept {
+                try? RecordedValidators.writeSidecar(record.recorded, for: destination)
+            } else {
+                RecordedValidators.removeSidecar(for: destination)
+            }
+        }
+        return record?.recorded
     }
 
     /// Renames the partial file to the destination; without overwrite, never replaces a file that

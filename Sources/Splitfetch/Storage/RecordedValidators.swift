@@ -49,7 +49,7 @@ enum RecordedValidators {
     ///
     /// - Returns: the record (`nil`: nothing to record), and whether the file system kept it (or
     ///   it belongs in ``writeSidecar(_:for:)``).
-    static func record(etag: String?, lastModified: String?, on file: OutputFile) -> (ConditionalRefresh.Recorded, kept: Bool)? {
+    static func record(etag: String?, lastModified: String?, on file: OutputFile) -> (recorded: ConditionalRefresh.Recorded, kept: Bool)? {
         guard etag != nil || lastModified != nil, let info = try? file.descriptor.stat() else { return nil }
         let recorded = ConditionalRefresh.Recorded(etag: etag, lastModified: lastModified, size: info.size,
                                                    modifiedNanoseconds: nanoseconds(info.st_mtim))
