@@ -1,4 +1,6 @@
-/// When the progress is saved, and what a saved snapshot may claim.
+/// When the progress is saved, and what a saved snapshot may claim. A quick checkpoint comes
+/// every quick interval, and at once when a segment is completed; a durable one every durable
+/// interval.
 extension DownloadMachine {
     mutating func checkpointIfDue(now: Double, into actions: inout [Action]) {
         guard checkpointInFlight == nil, storage == .ready else { return }
@@ -7,7 +9,7 @@ extension DownloadMachine {
             nextDurable = now + configuration.durableCheckpointInterval
             if nextQuick != nil { nextQuick = now + quick }
             actions.append(.checkpoint(makeCheckpoint(durable: true)))
-        } else if let due = nextQuick, now >= due {
+        } else if let due = nextQuick, now >= due || segmentCompletedSinceCheckpoint {
             nextQuick = now + quick
             // Nothing written since the last: nothing new to save.
             guard writtenBytes != lastCheckpointWritten else { return }
@@ -31,6 +33,7 @@ extension DownloadMachine {
         }
         checkpointInFlight = CheckpointInFlight(id: id, durable: durable, offsets: offsets)
         lastCheckpointWritten = table!.writtenBytes
+        segmentCompletedSinceCheckpoint = false
         return Checkpoint(id: id, durable: durable, segments: segments)
     }
 }

@@ -82,6 +82,9 @@ public struct DownloadMachine: Sendable {
     var nextDurable: Double?
     /// The bytes written when the last checkpoint was taken.
     var lastCheckpointWritten: Int64 = 0
+    /// A segment was completed since the last checkpoint: the next quick one is due at once, so
+    /// a kill right after loses none of it (a whole segment can take less than a quick interval).
+    var segmentCompletedSinceCheckpoint = false
     var scheduledWake: Double?
     var mayRestartOnSizeMismatch: Bool
     var streamComplete = false
@@ -260,6 +263,7 @@ public struct DownloadMachine: Sendable {
             let s = table!.segments[segment]
             wrote = s.written - range.lowerBound
             segmentComplete = s.isComplete
+            if segmentComplete && wrote > 0 { segmentCompletedSinceCheckpoint = true }
         } else {
             wrote = transfer.offset
         }

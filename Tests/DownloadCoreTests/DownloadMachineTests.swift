@@ -553,6 +553,24 @@ struct DownloadMachineTests {
         #expect(after.segments.first == .init(start: 0, end: 2 * Self.MiB, written: 12288, cached: 16384))
     }
 
+    @Test func aCompletedSegmentIsSavedAtOnceNotAtTheNextQuickTick() {
+        var (m, _) = Self.running(Self.configuration(quick: 0.1))
+        #expect(Self.write(&m, 1, from: 0, 2 * Self.MiB, now: 0.02) == 2 * Self.MiB)
+        // Well before the quick interval: the completed segment is saved as the transfer ends.
+        let ended = m.transferEnded(1, .completed, now: 0.03)
+        guard let saved = ended.compactMap({ if case .checkpoint(let c) = $0 { c } else { nil } }).first else {
+            Issue.record("no checkpoint when the segment completed: \(ended)")
+            return
+        }
+        #expect(!saved.durable)
+        #expect(saved.segments.first == .init(start: 0, end: 2 * Self.MiB, written: 0, cached: 2 * Self.MiB))
+        _ = m.checkpointEnded(saved.id, succeeded: true, now: 0.04)
+        // Bytes of an unfinished segment wait for the interval.
+        _ = Self.write(&m, 2, from: 2 * Self.MiB, 4096, now: 0.05)
+        #expect(m.tick(now: 0.06).contains { if case .checkpoint = $0 { true } else { false } } == false)
+        #expect(m.tick(now: 0.14).contains { if case .checkpoint = $0 { true } else { false } })
+    }
+
     @Test func aFailedCheckpointStopsEverythingAndSavesNothingMore() {
         var (m, _) = Self.running(Self.configuration(quick: 0.1))
         _ = Self.write(&m, 1, from: 0, 4096, now: 0.05)
