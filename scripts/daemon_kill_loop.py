@@ -23,12 +23,13 @@ from daemon_test import Daemon, TestServer, free_port, sha256
 
 def main():
     daemon_bin, server_bin, work = sys.argv[1:4]
-    jobs, kills, largest, seed = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+    jobs, kills, largest, seed, rate = (int(a) for a in sys.argv[4:9])
     rng = random.Random(seed)
     sizes = [int(math.exp(rng.uniform(math.log(1024), math.log(largest)))) for _ in range(jobs)]
     total = sum(sizes)
-    print(f"daemon-kill-loop: {jobs} jobs, {total / 2**20:.0f} MiB in all, {kills} kills, seed {seed}", flush=True)
-    server = TestServer(server_bin, work, rate=16 << 20)
+    print(f"daemon-kill-loop: {jobs} jobs, {total / 2**20:.0f} MiB in all, {kills} kills, {rate / 2**20:g} MiB/s "
+          f"per connection, seed {seed}", flush=True)
+    server = TestServer(server_bin, work, rate=rate, timing_log=os.environ.get("SPLITFETCH_TIMING_LOG"))
     state, root = os.path.join(work, "state"), os.path.join(work, "root")
     os.makedirs(root)
     daemon = Daemon(daemon_bin, state, root, free_port(), ["-j", "5", "-n", "4"]).start()

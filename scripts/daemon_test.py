@@ -61,10 +61,11 @@ def sha256(path):
 class TestServer:
     """The project's test server: /size/N/seed/S/NAME serves N seeded bytes, /__stats counts."""
 
-    def __init__(self, binary, work, rate=0):
+    def __init__(self, binary, work, rate=0, timing_log=None):
         self.binary = binary
         port_file = os.path.join(work, f"server-port-{random.random()}")
-        self.proc = subprocess.Popen([binary, "serve", "--rate", str(rate), "--port-file", port_file],
+        timing = ["--timing-log", timing_log] if timing_log else []
+        self.proc = subprocess.Popen([binary, "serve", "--rate", str(rate), "--port-file", port_file] + timing,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 20
         while not (os.path.exists(port_file) and open(port_file).read().strip()) and time.time() < deadline:

@@ -11,8 +11,9 @@ extension RequestHandler {
         var to: Int64
         var rate: Int64
         var close: Bool
-        /// When the response started, for the timing log.
+        /// When the response started, and the request's target, for the timing log.
         var began = NIODeadline.now()
+        var target = ""
         /// Garbage sent after the range (a body longer than announced).
         var extraBytes: Int64 = 0
         /// After this many body bytes: drop the connection, or go silent with it open.
@@ -34,6 +35,7 @@ extension RequestHandler {
     /// Streams the plan's bytes; with a rate, each piece waits until the token bucket allows it.
     func send(context: ChannelHandlerContext, plan: SendPlan, sent: Int64) {
         guard context.channel.isActive else {
+            timing?.record("response-cut \(plan.from)-\(plan.to) after \(sent) \(plan.target)")
             done()
             noticeClose()
             return
@@ -102,6 +104,7 @@ extension RequestHandler {
             case .success:
                 self.send(context: context, plan: plan, sent: sent + Int64(n))
             case .failure:
+                self.timing?.record("response-cut \(plan.from)-\(plan.to) after \(sent + Int64(n)) \(plan.target)")
                 self.done()
                 self.noticeClose()
                 context.close(promise: nil)

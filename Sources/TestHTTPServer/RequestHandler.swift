@@ -58,7 +58,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             guard let h = head, !busy else { return }
             head = nil
             counters.requests.wrappingAdd(1, ordering: .relaxed)
-            timing?.record("request \(h.method) \(h.uri)")
+            timing?.record("request \(h.method) \(h.uri)" + (h.headers.first(name: "Range").map { " \($0)" } ?? ""))
             guard latency > .zero else { return respond(context: context, head: h) }
             busy = true  // until the delayed answer starts
             context.eventLoop.assumeIsolated().scheduleTask(in: latency) {
@@ -333,6 +333,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         let faultBytes = q["faultbytes"].flatMap { Int64($0) } ?? (64 * 1024)
         var plan = SendPlan(content: content, from: range.lowerBound, to: range.upperBound, rate: rate, close: closeAfter)
         plan.extraBytes = extra
+        plan.target = head.uri
         plan.corrupt = q["corrupt"].flatMap { Int64($0) }
         plan.dieAfter = q["dieafter"].flatMap { Int64($0) }
         switch fault {
