@@ -38,13 +38,22 @@ extension DownloadMachine {
                 return
             }
         }
-        // One connection fewer for a busy source, but never its last.
+        // One connection fewer for a busy source (429, 503, FTP's 421, a login refused while
+        // others are logged in), but never its last.
+        var failure = failure
         let live = slots.filter { $0.state != .retired && $0.source == source }.count
-        if case .segmented = mode, let status = failure.httpStatus, RetryPolicy.statusesWithRetryAfter.contains(status),
-           !transfers.isEmpty, live > 1 {
-            slots[slot].state = .retired
-            actions.append(.notify(.connectionsReduced(remaining: live - 1, transfer: transfer.id)))
-            return
+        if case .segmented = mode, failure.isServerBusy, !transfers.isEmpty, live > 1 {
+            // FTP closes its control connection after every range, and a server counts a closed
+            // session for a moment longer: refused at no more connections than it has served at
+            // once, the request is asked again after a backoff (once: refused again, the
+            // connection is given up).
+            if failure.httpStatus == nil, live <= sources[source].servedAtOnce, slots[slot].failures == 0 {
+                failure.kind = .network(.serverFull)
+            } else {
+                slots[slot].state = .retired
+                actions.append(.notify(.connectionsReduced(remaining: live - 1, transfer: transfer.id)))
+                return
+            }
         }
         guard failure.isTransient else {
             stop(.transfer(transfer.id, gaveUpAfter: nil))

@@ -15,6 +15,8 @@ extension DownloadMachine {
         var status: SourceStatus
         /// Failed requests in a row with no byte written in between, over all its connections.
         var failuresInARow = 0
+        /// The most of its transfers that received bytes at the same time.
+        var servedAtOnce = 0
     }
 
     /// Where source `index` stands.

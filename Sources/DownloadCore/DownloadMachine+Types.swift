@@ -172,7 +172,7 @@ extension DownloadMachine {
     public enum Notice: Sendable, Equatable {
         /// `transfer` failed; its connection tries again after `delay` seconds.
         case retrying(connection: Int, transfer: TransferID, attempt: Int, delay: Double)
-        /// The server refused more connections (`transfer` got 503 or 429): the download goes on
+        /// The server refused more connections (`transfer` got 503 or 429, FTP's 421, or a login refused): the download goes on
         /// with `remaining`.
         case connectionsReduced(remaining: Int, transfer: TransferID)
         /// The server answered `transfer`'s `If-Range` with the whole unchanged file; requests go
@@ -263,6 +263,13 @@ extension DownloadMachine {
         /// Whether the same request may succeed later (network errors, 408, 429, 5xx, a wrong
         /// range). Anything else ends the download.
         public var isTransient: Bool { RetryPolicy.isTransient(kind) }
+        /// Whether the server refused one more connection as a matter of policy: `429` or `503`,
+        /// FTP's `421`, or a refused login (a cap on sessions, once others logged in). A source
+        /// with other connections running goes on with one fewer.
+        public var isServerBusy: Bool {
+            if let httpStatus, RetryPolicy.statusesWithRetryAfter.contains(httpStatus) { return true }
+            return kind == .network(.serverFull) || kind == .loginRefused
+        }
 
         /// - Parameter kind: by default the HTTP status's, when there is one.
         public init(httpStatus: Int? = nil, kind: FailureKind? = nil, retryAfter: RetryAfter? = nil, observedTotal: Int64? = nil,

@@ -29,6 +29,8 @@ public struct DownloadMachine: Sendable {
         var abortReason: AbortReason?
         /// Paused until the reader takes more (never stalled meanwhile).
         var isPaused = false
+        /// A byte of its body has been written.
+        var receiving = false
     }
 
     enum SlotState: Sendable, Equatable {
@@ -245,6 +247,12 @@ public struct DownloadMachine: Sendable {
         if let segment = transfers[id]!.segment { table!.commit(segment: segment, through: offset, now: now) }
         transfers[id]!.offset = offset
         transfers[id]!.lastProgressAt = now
+        if !transfers[id]!.receiving {
+            transfers[id]!.receiving = true
+            let source = slots[transfers[id]!.connection].source
+            let atOnce = transfers.values.count { $0.receiving && slots[$0.connection].source == source }
+            sources[source].servedAtOnce = max(sources[source].servedAtOnce, atOnce)
+        }
     }
 
     /// Gives back claimed bytes whose write failed.

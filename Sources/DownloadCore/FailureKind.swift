@@ -8,6 +8,10 @@ public enum FailureKind: Sendable, Hashable {
     case network(NetworkFailure)
     /// The server's reply broke the protocol.
     case protocolFault(ProtocolFault)
+    /// A file-transfer server (FTP, SFTP) refused the login: a wrong user name, password or
+    /// key, or, once other connections logged in, a cap on sessions (then the download goes on
+    /// with fewer connections).
+    case loginRefused
     /// A failure whose nature no retry changes: a bad URL or option, a file that cannot be
     /// written, a refused TLS certificate or proxy.
     case fatal
@@ -36,6 +40,10 @@ public enum NetworkFailure: String, Sendable, Hashable, CaseIterable {
     case bufferFull
     /// TLS failed (a certificate, a handshake).
     case tls
+    /// The server refused another connection: FTP's `421` (too many connections from this
+    /// address, too many users, or the service closing). Server policy, not a fault: the
+    /// download goes on with fewer connections.
+    case serverFull
     /// Any other network error.
     case other
 }
@@ -76,7 +84,7 @@ extension RetryPolicy {
             failure != .tls && failure != .other
         case .protocolFault(let fault):
             fault != .malformed && fault != .rangeIgnored
-        case .fatal:
+        case .fatal, .loginRefused:
             false
         }
     }

@@ -268,6 +268,46 @@ struct DownloadMachineTests {
             == .notify(.retrying(connection: 1, transfer: 3, attempt: 1, delay: 1)))
     }
 
+    @Test("FTP's 421 and a refused login are server policy while other connections run", arguments: [
+        FailureKind.network(.serverFull), .loginRefused,
+    ])
+    func aRefusedFileTransferConnectionIsOneFewer(kind: FailureKind) {
+        var (m, _) = Self.running()
+        #expect(m.transferEnded(1, .failed(M.TransferFailure(kind: kind)), now: 1).first
+            == .notify(.connectionsReduced(remaining: 1, transfer: 1)))
+    }
+
+    @Test func aLoginRefusedOnTheOnlyConnectionEndsTheDownload() {
+        var (m, _) = Self.running(Self.configuration(connections: 1))
+        _ = m.transferEnded(1, .failed(M.TransferFailure(kind: .loginRefused)), now: 1)
+        #expect(m.phase == .stopping(.transfer(1, gaveUpAfter: nil)) || m.phase == .done)
+    }
+
+    @Test func aRefusalAtConnectionsTheServerServedAtOnceIsAskedAgainOnceThenOneFewer() {
+        var (m, _) = Self.running()
+        // Both connections received bytes at the same time: the server serves two at once.
+        _ = Self.write(&m, 1, from: 0, 4096, now: 0.5)
+        _ = Self.write(&m, 2, from: 2 * Self.MiB, 4096, now: 0.5)
+        let full = M.TransferFailure(kind: .network(.serverFull))
+        // A closed session the server still counts: asked again, not a connection fewer.
+        guard case .notify(.retrying(connection: 0, transfer: 1, attempt: 1, _))? = m.transferEnded(1, .failed(full), now: 1).first else {
+            Issue.record("no retry")
+            return
+        }
+        // Refused again on the same connection: the server means it.
+        let again = Self.starts(m.tick(now: 3))
+        #expect(again.map(\.connection) == [0])
+        #expect(m.transferEnded(again[0].id, .failed(full), now: 3.1).first
+            == .notify(.connectionsReduced(remaining: 1, transfer: again[0].id)))
+    }
+
+    @Test func aServerThatNeverServedThatManyAtOnceGetsOneFewerAtOnce() {
+        var (m, _) = Self.running(Self.configuration(connections: 3))
+        _ = Self.write(&m, 1, from: 0, 4096, now: 0.5)  // one at a time so far
+        #expect(m.transferEnded(2, .failed(M.TransferFailure(kind: .network(.serverFull))), now: 1).first
+            == .notify(.connectionsReduced(remaining: 2, transfer: 2)))
+    }
+
     @Test func anotherTotalBeforeAnyByteRestartsFromAProbe() {
         var (m, _) = Self.running()
         let mismatch = M.TransferFailure(httpStatus: 206, kind: .protocolFault(.wrongRange), observedTotal: 3 * Self.MiB)

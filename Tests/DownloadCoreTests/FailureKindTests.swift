@@ -11,6 +11,7 @@ struct FailureKindTests {
         (.network(.connect), true), (.network(.timeout), true), (.network(.send), true), (.network(.receive), true),
         (.network(.emptyReply), true), (.network(.partialBody), true), (.network(.http2Stream), true),
         (.network(.stalled), true), (.network(.bufferFull), true), (.network(.tls), false), (.network(.other), false),
+        (.network(.serverFull), true), (.loginRefused, false),
         (.protocolFault(.noResponse), true), (.protocolFault(.malformedOnReusedConnection), true),
         (.protocolFault(.malformed), false), (.protocolFault(.wrongRange), true), (.protocolFault(.bodyOverrun), true),
         (.protocolFault(.lengthMismatch), true), (.protocolFault(.ignoredIfRange), true), (.protocolFault(.rangeIgnored), false),
