@@ -17,6 +17,13 @@ static inline CURLcode sf_easy_setopt_data_callback(CURL *h, CURLoption o, sf_cu
     return curl_easy_setopt(h, o, v);
 }
 
+/// libcurl's SSH host key callback (`CURLOPT_SSH_KEYFUNCTION`).
+typedef int (*sf_ssh_key_callback)(CURL *easy, const struct curl_khkey *knownkey, const struct curl_khkey *foundkey,
+                                   enum curl_khmatch match, void *clientp);
+static inline CURLcode sf_easy_setopt_ssh_key_callback(CURL *h, sf_ssh_key_callback v) {
+    return curl_easy_setopt(h, CURLOPT_SSH_KEYFUNCTION, v);
+}
+
 static inline CURLcode sf_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode sf_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode sf_easy_getinfo_string(CURL *h, CURLINFO i, char **v) { return curl_easy_getinfo(h, i, v); }

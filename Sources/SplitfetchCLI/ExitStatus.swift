@@ -53,6 +53,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .raiseMaximumSize?: " (raise --max-size to accept it)"
         case .proxyCredentials?: " (give them in the proxy URL: --proxy http://user:password@host:port)"
         case .resume?: "; run the same command to resume"
+        case .trustHostKey?: " (if that is the server's key, add it to known_hosts, or pin it with --ssh-host-key-sha256)"
         default: ""
         }
     }
@@ -63,7 +64,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .failure: "an unexpected error"
         case .usage: "usage error: bad option, argument or URL"
         case .network: "network error: DNS, connect, TLS, reset, timeout, too many redirects"
-        case .http: "HTTP error status from the server (after retries)"
+        case .http: "the server refused: an HTTP error status, or FTP/SFTP no such file, access or login refused (after retries)"
         case .protocolViolation: "range or protocol error: wrong Content-Range, ignored range, bad length"
         case .fileIO: "file I/O error: create, preallocate, write, sync or rename failed"
         case .outputExists: "the output (or its partial file) exists; --force replaces it"

@@ -7,7 +7,7 @@ let defaults = DownloadOptions()
 
 /// Which files, and how many at once.
 struct InputOptions: ParsableArguments {
-    @Argument(help: "The http or https URL(s) to download.")
+    @Argument(help: "The http, https, ftp, ftps or sftp URL(s) to download.")
     var urls: [String] = []
 
     @Option(name: [.customShort("i"), .long], parsing: .unconditional, help: ArgumentHelp("Read URLs from FILE, one per line ('-' for standard input).",

@@ -43,6 +43,7 @@ extension SplitfetchCommand {
         do throws(DownloadError) {
             try options.validate()
             options.cookies = try await security.cookies()
+            options.fileTransfer.privateKeyPassphrase = try await fileTransfer.passphrase()
         } catch { return fail(.usage, error.message) }
         let checksums: ChecksumList?
         do { checksums = try await loadChecksumList(options: options) } catch {

@@ -14,7 +14,7 @@ import Glibc
 public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "splitfetch",
-        abstract: "Download one file over several HTTP(S) connections at once.",
+        abstract: "Download one file over several connections at once: HTTP(S), FTP(S) or SFTP.",
         usage: """
             splitfetch [<options>] <url>...
             splitfetch [<options>] --input-file <file> [<url>...]
@@ -33,6 +33,7 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
     @OptionGroup(title: "Output") var output: OutputOptions
     @OptionGroup(title: "Transfer") var transfer: TransferOptions
     @OptionGroup(title: "Security") var security: SecurityOptions
+    @OptionGroup(title: "FTP and SFTP") var fileTransfer: FileTransferOptions
     @OptionGroup(title: "Integrity") var integrity: IntegrityOptions
 
     public init() {}
@@ -121,6 +122,7 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
         options.proxy.noProxy = security.noProxy
         options.netrc = security.netrcSource
         options.allowHTTPSDowngrade = security.allowHTTPSDowngrade
+        options.fileTransfer = fileTransfer.settings
         options.useContentDisposition = output.contentDisposition && output.output == nil
         options.maximumSize = output.maxSize?.bytes
         options.integrity.useServerDigests = !integrity.noServerDigest
@@ -214,6 +216,7 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
         var options = makeOptions()
         do throws(DownloadError) {
             options.cookies = try await security.cookies()
+            options.fileTransfer.privateKeyPassphrase = try await fileTransfer.passphrase()
             options.integrity.expectedDigests += try expected(from: try await loadChecksumList(options: options), path: path, url: url)
             try options.validate()
         } catch {

@@ -70,8 +70,8 @@ extension Daemon {
         let name = if let out = parsed.out { out } else { try Self.fileName(for: url) }
         let destination = try root.file(name, in: parsed.dir ?? root.path)
         do { try download.validate() } catch { throw RPCError.invalidParams(error.message) }
-        guard let scheme = url.split(separator: ":", maxSplits: 1).first?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw RPCError.invalidParams("\(redactedURL(url)): only http and https URLs are supported")
+        guard RemoteScheme.isSupported(url) else {
+            throw RPCError.invalidParams("\(redactedURL(url)): only http, https, ftp, ftps and sftp URLs are supported")
         }
         // A refresh (conditional-get) is for a file already there; it replaces it only with a
         // complete new version.

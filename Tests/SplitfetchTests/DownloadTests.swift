@@ -169,8 +169,8 @@ struct DownloadTests {
         }
     }
 
-    @Test(arguments: ["ftp://127.0.0.1/x", "file:///etc/passwd", "not a url", "http://"])
-    func nonHTTPURLsAreUsageErrors(url: String) async throws {
+    @Test(arguments: ["file:///etc/passwd", "gopher://127.0.0.1/x", "scp://127.0.0.1/x", "not a url", "http://", "ftp://"])
+    func urlsOfOtherSchemesAreUsageErrors(url: String) async throws {
         try await withTemporaryDirectory { dir in
             let error = await failure(url, to: dir + "/f", options: testOptions())
             #expect(error?.code == .usage)

@@ -158,8 +158,8 @@ public final class Download: Sendable {
         if let path = options.caCertificatePath?.string, !FileSystem.exists(path) {
             throw DownloadError(.usage, "CA certificate file \(path) does not exist")
         }
-        guard let scheme = CurlURL(url)?.scheme, scheme == "http" || scheme == "https" else {
-            throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
+        guard RemoteScheme.isSupported(url) else {
+            throw DownloadError(.usage, "\(redactedURL(url)): not \(RemoteScheme.names) URL")
         }
         // Connections kept for reuse: each source's (mirrors a server announces may add more).
         let transport = session?.transport(for: url)

@@ -27,7 +27,9 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
         public static let usage = Code(.usage)
         /// The network failed: DNS, connect, TLS, reset, timeout, too many redirects.
         public static let network = Code(.network)
-        /// The server answered with an HTTP error status (4xx, 5xx) that did not clear on retry.
+        /// The server refused the request, and a retry did not change that: an HTTP error
+        /// status (4xx, 5xx), or an FTP or SFTP refusal (no such file, permission denied, login
+        /// refused).
         public static let http = Code(.http)
         /// The server broke the protocol: wrong `Content-Range`, ignored range mid-download,
         /// a body longer or shorter than announced, an encoded body, a bad length.
@@ -71,7 +73,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
 
     /// What the caller could change so that the same download may succeed.
     public struct Remedy: Hashable, Sendable, CustomStringConvertible {
-        private enum Base: String { case restart, allowOverwrite, allowHTTPSDowngrade, raiseMaximumSize, proxyCredentials, resume }
+        private enum Base: String { case restart, allowOverwrite, allowHTTPSDowngrade, raiseMaximumSize, proxyCredentials, resume, trustHostKey }
         private let base: Base
         private init(_ base: Base) { self.base = base }
 
@@ -87,6 +89,9 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible, Equatable
         public static let proxyCredentials = Remedy(.proxyCredentials)
         /// Run the same download again: its data is kept, and it resumes where it stopped.
         public static let resume = Remedy(.resume)
+        /// If the SFTP server's host key (its fingerprint is in the message) is the right one,
+        /// add it to `known_hosts` or pin it (``DownloadOptions/FileTransfer-swift.struct/hostKeySHA256``).
+        public static let trustHostKey = Remedy(.trustHostKey)
 
         public var description: String { base.rawValue }
     }

@@ -5,8 +5,8 @@ public import SystemPackage
 /// Settings for one download. Every field has a default that suits a large file over HTTP(S).
 ///
 /// The settings of one concern are grouped, as async-http-client's `HTTPClient.Configuration`
-/// groups its own: ``timeouts``, ``retry``, ``proxy``, ``integrity``, ``mirrors`` and
-/// ``durability``.
+/// groups its own: ``timeouts``, ``retry``, ``proxy``, ``integrity``, ``mirrors``,
+/// ``durability`` and ``fileTransfer``.
 ///
 /// ```swift
 /// var options = DownloadOptions()
@@ -53,6 +53,8 @@ public struct DownloadOptions: Sendable {
     /// download in one stream) go over HTTP/2, many files multiplexed on one connection per
     /// host; the ranges of a segmented download keep a TCP connection each, over HTTP/1.1.
     public var http2: HTTP2Policy = .auto
+    /// FTP, FTPS and SFTP: TLS, active mode, SSH keys and host keys.
+    public var fileTransfer = FileTransfer()
     /// Most redirects followed. Default 10.
     public var maximumRedirects: Int = 10
     /// Replace an existing file at the destination. Default `false`.
@@ -171,10 +173,12 @@ public struct DownloadOptions: Sendable {
         }
         if case .file(let path)? = netrc, !FileSystem.exists(path.string) { throw bad("netrc file \(path) does not exist") }
         if let maximumTime, maximumTime <= .zero { throw bad("the time limit must be positive") }
-        for mirror in mirrors.urls {
-            guard let scheme = CurlURL(mirror)?.scheme, scheme == "http" || scheme == "https" else {
-                throw bad("mirror \(redactedURL(mirror)): not an http or https URL")
-            }
+        for mirror in mirrors.urls where !RemoteScheme.isSupported(mirror) {
+            throw bad("mirror \(redactedURL(mirror)): not \(RemoteScheme.names) URL")
+        }
+        if let key = fileTransfer.privateKey, !FileSystem.exists(key.string) { throw bad("SSH key file \(key) does not exist") }
+        if let pinned = fileTransfer.pinnedHostKey, Digest.base64Bytes(pinned)?.count != 32 {
+            throw bad("the pinned host key is not a SHA-256 fingerprint (SHA256: and 43 base64 characters, as ssh-keygen -l prints it)")
         }
         guard mirrors.maximum >= 0 else { throw bad("the mirror limit must not be negative") }
         guard window >= 1 << 20 else { throw bad("the window must be at least 1 MiB, got \(window) bytes") }

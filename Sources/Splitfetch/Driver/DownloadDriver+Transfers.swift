@@ -33,6 +33,7 @@ extension DownloadDriver {
 
     func begin(_ start: DownloadMachine.TransferStart) {
         var request = setup.policy.request(url(ofSource: start.source), range: start.range)
+        request.knownTotal = resource.size
         // A stream without a range is the whole file in one request; a range keeps a connection.
         request.http2 = options.http2 == .always || (options.http2 == .auto && start.range == nil)
         let ifRange = start.range != nil && start.useIfRange

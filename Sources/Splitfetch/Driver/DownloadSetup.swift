@@ -47,6 +47,8 @@ struct DownloadSetup: Sendable {
     /// first segment's request asks (open-ended with one connection) and its body comes back open.
     private func probe(getFirst: Bool, since start: ContinuousClock.Instant,
                        conditions: [String] = []) async throws -> (RemoteResource, OpenProbe?) {
+        // Over FTP and SFTP the probe asks for the size and time alone (SIZE and MDTM, a stat).
+        let getFirst = getFirst && !RemoteScheme.isFileTransfer(policy.url)
         var phase = ProbePhase(request: getFirst ? .getFirst : .head, retry: retryPolicy, probeTimeout: options.timeouts.probe.seconds,
                                deadline: options.maximumTime?.seconds, seed: UInt64.random(in: .min ... .max))
         let first = ByteRange(0, options.connections == 1 ? Int64.max : options.minimumSegmentSize)

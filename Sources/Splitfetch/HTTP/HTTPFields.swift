@@ -73,6 +73,28 @@ package enum HTTPFields {
         return nil
     }
 
+    /// Seconds since 1970 as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`): the inverse of
+    /// ``httpDate(_:)``, for times learned over FTP (`MDTM`) and SFTP.
+    static func httpDate(seconds: Int64) -> String {
+        let days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400
+        let inDay = seconds - days * 86400
+        // Civil from days (Howard Hinnant's algorithm).
+        let z = days + 719468
+        let era = (z >= 0 ? z : z - 146096) / 146097
+        let doe = z - era * 146097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]  // 1970-01-01 was a Thursday
+        let weekday = weekdays[Int(((days % 7) + 7) % 7)]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(weekday), \(two(day)) \(months[Int(month - 1)]) \(year) \(two(inDay / 3600)):\(two(inDay / 60 % 60)):\(two(inDay % 60)) GMT"
+    }
+
     /// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) to seconds since 1970.
     static func httpDate(_ value: String) -> Int64? {
         let parts = value.split(separator: " ")

@@ -8,7 +8,8 @@ extension ChecksumList {
     /// The largest checksum list read: a list of every file of a large mirror fits many times.
     public static let maximumSize = 16 << 20
 
-    /// Reads a checksum list from a file, or downloads it from an `http` or `https` URL with
+    /// Reads a checksum list from a file, or downloads it from an `http`, `https`, `ftp`, `ftps`
+    /// or `sftp` URL with
     /// `options` (its own digests, output and resume settings aside).
     ///
     /// The work runs off Swift's cooperative pool: the file is read on the I/O threads.
@@ -16,8 +17,7 @@ extension ChecksumList {
     /// - Throws: ``DownloadError``: the file cannot be read, is larger than ``maximumSize``, or
     ///   the download failed.
     public static func load(_ source: String, options: DownloadOptions = DownloadOptions()) async throws(DownloadError) -> ChecksumList {
-        let scheme = CurlURL(source)?.scheme
-        if scheme == "http" || scheme == "https" { return try await fetch(source, options: options) }
+        if RemoteScheme.isSupported(source) { return try await fetch(source, options: options) }
         let bytes = try await IOQueue().run { () throws(DownloadError) -> [UInt8] in
             let read: [UInt8]?
             do throws(Errno) {

@@ -162,14 +162,14 @@ public final class DownloadQueue: Sendable {
     ///   - optionsAtStart: makes its settings, or throws why it cannot. Their
     ///     ``DownloadOptions/rateLimit`` is replaced by the download's own.
     /// - Returns: its identifier.
-    /// - Throws: ``DownloadError`` (``DownloadError/Code/usage``) for a URL that is not `http`
-    ///   or `https`, an identifier already in the queue, or a queue shut down.
+    /// - Throws: ``DownloadError`` (``DownloadError/Code/usage``) for a URL that is not `http`,
+    ///   `https`, `ftp`, `ftps` or `sftp`, an identifier already in the queue, or a queue shut down.
     @discardableResult
     public func add(_ url: String, to destination: FilePath, id: ID? = nil, priority: Int = 0, at position: Int? = nil,
                     paused: Bool = false, bytesPerSecond: Int64? = nil,
                     optionsAtStart: @escaping @Sendable () throws(DownloadError) -> DownloadOptions) throws(DownloadError) -> ID {
-        guard let scheme = CurlURL(url)?.scheme, scheme == "http" || scheme == "https" else {
-            throw DownloadError(.usage, "\(redactedURL(url)): not an http or https URL")
+        guard RemoteScheme.isSupported(url) else {
+            throw DownloadError(.usage, "\(redactedURL(url)): not \(RemoteScheme.names) URL")
         }
         let id = id ?? Self.newID()
         let own = RateLimit(unlimitedWithin: limit)

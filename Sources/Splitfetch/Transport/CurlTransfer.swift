@@ -31,6 +31,8 @@ final class CurlTransfer: @unchecked Sendable {
     var result = TransferResult()
     var head = ResponseHead()
     var headerBytes = 0
+    /// Over FTP: what the server's replies told (``ServerReplies``).
+    var replies = ServerReplies()
     private(set) var easy: UnsafeMutableRawPointer?
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer: UnsafeMutablePointer<CChar>
@@ -64,7 +66,8 @@ final class CurlTransfer: @unchecked Sendable {
         set(sf_easy_setopt_pointer(easy, CURLOPT_PRIVATE, Unmanaged.passUnretained(self).toOpaque()), "CURLOPT_PRIVATE")
         set(sf_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
         set(sf_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
-        set(sf_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"), "CURLOPT_PROTOCOLS_STR")
+        // Only the request's own protocol: a URL of another scheme cannot slip through.
+        set(sf_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, r.fileTransfer?.scheme ?? "http,https"), "CURLOPT_PROTOCOLS_STR")
         set(sf_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"), "CURLOPT_REDIR_PROTOCOLS_STR")
         // Redirects are followed by the caller, one hop at a time, so that every hop is checked
         // (protocol, downgrade, loops) and credentials go only to their own origin.
@@ -105,6 +108,7 @@ final class CurlTransfer: @unchecked Sendable {
             set(sf_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(total * 1000))), "CURLOPT_TIMEOUT_MS")
         }
         set(sf_easy_setopt_string(easy, CURLOPT_USERAGENT, r.userAgent), "CURLOPT_USERAGENT")
+        if let settings = r.fileTransfer { configureFileTransfer(easy, settings, set: set) }
         switch r.method {
         case .head: set(sf_easy_setopt_long(easy, CURLOPT_NOBODY, 1), "CURLOPT_NOBODY")
         case .get: set(sf_easy_setopt_long(easy, CURLOPT_HTTPGET, 1), "CURLOPT_HTTPGET")
@@ -146,12 +150,22 @@ final class CurlTransfer: @unchecked Sendable {
                 "\(redactedURL(request.url)): response headers exceed \(Self.maximumHeaderBytes) bytes")
             return 0
         }
+        if request.fileTransfer != nil {
+            onFileTransferLine(line)
+            return line.count
+        }
         if line.starts(with: "HTTP/".utf8) { headerBytes = line.count }
         head.feed(line: line)
         return line.count
     }
 
     private func onBody(_ body: UnsafeRawBufferPointer) -> Int {
+        // Over FTP, libcurl writes the fields it makes up for a request without a body to the
+        // body too: they are not the file.
+        if request.method == .head && request.fileTransfer != nil { return body.count }
+        if head.status == 0, let settings = request.fileTransfer, let easy {
+            head = describeFileTransferAnswer(easy, settings: settings)
+        }
         guard let sink else {
             result.bodyBytes += Int64(body.count)
             return body.count
@@ -198,6 +212,10 @@ final class CurlTransfer: @unchecked Sendable {
         // so the `Location` field is resolved here, as libcurl would have.
         if result.redirectURL == nil, (300...399).contains(head.status), let location = head.first("location"), !location.isEmpty {
             result.redirectURL = CurlURL.resolving(location, against: request.url)
+        }
+        if let settings = request.fileTransfer {
+            result.serverReply = replies.last
+            if head.status == 0 && code == CURLE_OK { head = describeFileTransferAnswer(easy, settings: settings) }
         }
         if head.status != 0 { result.head = head }
         var connect = 0

@@ -1,6 +1,7 @@
 import DownloadCore
 
-/// One HTTP request for the transport to perform.
+/// One request for the transport to perform: over HTTP(S), or over FTP, FTPS or SFTP
+/// (``fileTransfer``), whose answers the transfer describes as HTTP ones.
 package struct TransferRequest: Sendable {
     package enum Method: Sendable { case get, head }
 
@@ -27,6 +28,21 @@ package struct TransferRequest: Sendable {
     /// Over HTTP/2 where TLS negotiates it, waiting for a connection that can take another stream
     /// rather than opening one (``HTTP2Policy``); otherwise HTTP/1.1.
     var http2 = false
+    /// For an `ftp`, `ftps` or `sftp` URL: its scheme and settings; `nil` over HTTP.
+    var fileTransfer: FileTransferSettings?
+    /// The file's size as probed: the total a ranged SFTP answer is a range of (SFTP names none).
+    var knownTotal: Int64?
+    /// How long to wait for a file-transfer server's reply to a command (the `ABOR` after a
+    /// range, say), in seconds.
+    var responseTimeout: Double
+
+    /// How an `ftp`, `ftps` or `sftp` request connects.
+    struct FileTransferSettings: Sendable {
+        /// `ftp`, `ftps` or `sftp`.
+        var scheme: String
+        var options: DownloadOptions.FileTransfer
+        var isSFTP: Bool { scheme == "sftp" }
+    }
 
     init(url: String, method: Method = .get, range: ByteRange? = nil, options: DownloadOptions) {
         self.url = url
@@ -39,5 +55,9 @@ package struct TransferRequest: Sendable {
         self.caCertificatePath = options.caCertificatePath?.string
         self.proxy = options.proxy.url
         self.noProxy = options.proxy.noProxy
+        self.responseTimeout = options.timeouts.stall.seconds
+        if let scheme = CurlURL.scheme(of: url), RemoteScheme.fileTransfer.contains(scheme) {
+            fileTransfer = FileTransferSettings(scheme: scheme, options: options.fileTransfer)
+        }
     }
 }
