@@ -33,6 +33,7 @@ from integrity import integrity_tools, integrity_verdicts
 from refresh import refresh_scenarios, refresh_verdicts
 from nginxconf import nginx_conf
 from http2 import http2_scenarios, http2_verdicts
+from ftp import ftp_scenarios, ftp_verdicts
 from daemon import daemon_scenarios, daemon_verdicts
 from mirrors import mirror_scenarios, mirror_verdicts
 from pipe import pipe_scenarios, pipe_verdicts
@@ -347,7 +348,8 @@ def main():
                          "'dq' = 20,000 paused jobs in the daemon and in aria2's: RSS, tellWaiting p99, restart; "
                          "'n' = a refresh of 2,000 unchanged files through a 50 ms relay: -N against wget2 -N, aria2c --conditional-get, curl --etag-compare; "
                          "'h2' = nginx with TLS and h2 through a 50 ms relay: 1,000 files of 64 KiB against curl --parallel, wget2 and aria2, "
-                         "and 1 GiB at 4 MiB/s per request over 16 connections with --http2 auto, never and always")
+                         "and 1 GiB at 4 MiB/s per request over 16 connections with --http2 auto, never and always; "
+                         "'ftp' = 256 MiB from vsftpd at 4 MiB/s per connection, -n 8, against lftp pget -n 8, aria2c -x8 -s8 and axel -n 8")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
     ap.add_argument("--results", default=os.path.join(ROOT, "Benchmarks", "results", "latest"))
@@ -400,6 +402,7 @@ def main():
     daemon_results = {}
     refresh_results = {}
     http2_results = {}
+    ftp_results = {}
     servers = []
     try:
         nginx = None
@@ -512,6 +515,9 @@ def main():
         if "h2" in scenarios:
             http2_results = http2_scenarios(args, work, www, servers, measured_run, result_row, rows, sha256_file, q, round_order,
                                             settle_disk, free_port, wait_port, tools, make_file)
+        if "ftp" in scenarios:
+            ftp_results = ftp_scenarios(args, work, www, servers, measured_run, result_row, rows, sha256_file, q, round_order,
+                                        settle_disk, free_port, wait_port, tools, make_file)
         if "n" in scenarios:
             refresh_results = refresh_scenarios(args, work, www, nginx, servers, measured_run, result_row, rows, sha256_file, q,
                                                 round_order, settle_disk, tools)
@@ -617,7 +623,7 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     write_results(args.results, rows)
-    verdicts = integrity_verdicts(rows) + pipe_verdicts(rows) + mirror_verdicts(rows) + daemon_verdicts(daemon_results) + refresh_verdicts(refresh_results) + http2_verdicts(http2_results)
+    verdicts = integrity_verdicts(rows) + pipe_verdicts(rows) + mirror_verdicts(rows) + daemon_verdicts(daemon_results) + refresh_verdicts(refresh_results) + http2_verdicts(http2_results) + ftp_verdicts(ftp_results)
     for run, intervals in enumerate(rate_changes):
         within = all(abs(i["ratio"] - 1) <= 0.10 for i in intervals) and len(intervals) == 3
         verdicts.append(f"rc run {run + 1}: rate changed while running, measured / cap per 4 s interval: " + ", ".join(
