@@ -32,6 +32,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        // The daemon's queue in PostgreSQL (--queue postgres://…).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // libcurl, linked; typed wrappers for its variadic calls.
@@ -79,7 +81,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "splitfetch", dependencies: ["SplitfetchCLI"], swiftSettings: strict),
-        // The download daemon: a durable queue (SQLite through GRDB) behind aria2's JSON-RPC.
+        // The download daemon: a durable queue (SQLite through GRDB, or PostgreSQL through
+        // postgres-nio) behind aria2's JSON-RPC.
         .target(
             name: "SplitfetchDaemon",
             dependencies: [
@@ -89,6 +92,7 @@ let package = Package(
                 // Webhook signatures (HMAC-SHA256).
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
@@ -147,7 +151,10 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(
             name: "SplitfetchDaemonTests",
-            dependencies: ["SplitfetchDaemon", "Splitfetch", "DownloadCore", "TestHTTPServer", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["SplitfetchDaemon", "Splitfetch", "DownloadCore", "TestHTTPServer", .product(name: "SystemPackage", package: "swift-system"),
+                           .product(name: "PostgresNIO", package: "postgres-nio"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         .testTarget(

@@ -38,6 +38,11 @@ struct Serve: AsyncParsableCommand {
     var dir: String?
     @Option(help: "A file holding the RPC secret (mode 0600).")
     var secretFile: String?
+    @Option(help: ArgumentHelp("Keep the queue in PostgreSQL instead of STATE-DIR/jobs.sqlite: postgres://USER@HOST:PORT/DATABASE (what it leaves out from PGHOST, PGPORT, PGUSER, PGDATABASE; no password in it).",
+                               valueName: "URL"))
+    var queue: String?
+    @Option(help: ArgumentHelp("A file whose first line is the queue database's password (else PGPASSWORD).", valueName: "FILE"))
+    var queuePasswordFile: String?
     @Option(name: [.customShort("j"), .customLong("max-concurrent-downloads")], help: "Downloads at once.")
     var maxConcurrentDownloads = 5
     @Option(help: "Downloads from one server (host and port) at once, at most.")
@@ -84,7 +89,7 @@ struct Serve: AsyncParsableCommand {
         let secret = try Secret.load(file: secretFile.map { FilePath($0) }, stateDirectory: state)
         let root = try DownloadRoot(FilePath(dir ?? FileSystemCWD.current))
         let limit = try Aria2Options.size("--max-overall-download-limit", maxOverallDownloadLimit, atLeast: 0)
-        let store = try SQLiteJobStore(path: state.appending("jobs.sqlite").string)
+        let store = try await openStore(state: state, logger: logger)
         var defaults = DownloadOptions()
         defaults.connections = split
         if let maxDownloadsPerHost, maxDownloadsPerHost < 1 { throw ValidationError("--max-downloads-per-host must be at least 1") }
@@ -119,6 +124,23 @@ struct Serve: AsyncParsableCommand {
             log.notice("listening", metadata: ["address": "\(address):\(bound)", "root": "\(root.path)", "state": "\(state)"])
         }
         await eventWriter?.finish()
+        await store.close()
+    }
+
+    /// The queue's store: PostgreSQL with --queue, else the SQLite file in the state directory.
+    func openStore(state: FilePath, logger: Logger) async throws -> any JobStore {
+        guard let queue else {
+            if queuePasswordFile != nil { throw ValidationError("--queue-password-file is for a --queue postgres:// URL") }
+            return try SQLiteJobStore(path: state.appending("jobs.sqlite").string)
+        }
+        let password = try queuePasswordFile.map { path -> String in
+            guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read the password file \(path)") }
+            return String(decoding: data.prefix { $0 != UInt8(ascii: "\n") && $0 != UInt8(ascii: "\r") }, as: UTF8.self)
+        }
+        let address: PostgresAddress
+        do { address = try PostgresAddress.parse(queue, password: password) } catch { throw ValidationError(error.description) }
+        logger.notice("queue in PostgreSQL", metadata: ["queue": "\(address)"])
+        return try await PostgresJobStore(address, logger: logger)
     }
 
     func webhookConfiguration() throws -> Webhook? {

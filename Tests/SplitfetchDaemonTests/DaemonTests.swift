@@ -41,11 +41,11 @@ struct TestFailure: Error, CustomStringConvertible {
 
 let testSecret = "0123456789abcdef0123456789abcdef"
 
-/// A daemon on a store in `dir/state`, downloading to `dir/root`.
-func makeDaemon(_ dir: String, maximumActive: Int = 3) async throws -> (Daemon, Aria2RPC) {
+/// A daemon on `store` (by default the SQLite file in `dir/state`), downloading to `dir/root`.
+func makeDaemon(_ dir: String, maximumActive: Int = 3, store given: (any JobStore)? = nil) async throws -> (Daemon, Aria2RPC) {
     mkdir(dir + "/state", 0o700)
     mkdir(dir + "/root", 0o755)
-    let store = try SQLiteJobStore(path: dir + "/state/jobs.sqlite")
+    let store = try given ?? SQLiteJobStore(path: dir + "/state/jobs.sqlite")
     let daemon = try await Daemon(store: store, root: try DownloadRoot(FilePath(dir + "/root")), maximumActive: maximumActive,
                                   logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
     return (daemon, Aria2RPC(daemon: daemon, secret: try Secret(testSecret)))
@@ -76,14 +76,15 @@ func eventually(_ what: String, _ condition: () async -> Bool) async throws {
 
 @Suite("Daemon")
 struct DaemonTests {
-    @Test func addedJobsDownloadAndSurviveARestart() async throws {
+    @Test("added jobs download and survive a restart", arguments: StoreKind.available)
+    func addedJobsDownloadAndSurviveARestart(kind: StoreKind) async throws {
         let server = try await TestServer(configuration: .init(rateLimit: 2 << 20))
         defer { Task { await server.shutdown() } }
-        try await withTemporaryDirectory { dir in
+        try await withTemporaryDirectory { dir in try await withStore(kind) { store, reopen in
             let sizes: [Int64] = [300_000, 1 << 20, 2_500_000, 5 << 20]
             var gids: [String] = []
             do {
-                let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1)
+                let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store)
                 for (index, size) in sizes.enumerated() {
                     let url = server.url(size: size, name: "f\(index).bin", seed: UInt64(index))
                     let gid = try await rpc.result("aria2.addUri", [.string(url)], ["out": .string("f\(index).bin")])
@@ -96,7 +97,7 @@ struct DaemonTests {
             }
             // A new daemon on the same store: the finished one in the history, the paused one
             // paused, the others back in the queue.
-            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 2)
+            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 2, store: try await reopen())
             #expect(daemon.job(gids[0])?.state == .complete)
             #expect(daemon.job(gids[1])?.state == .paused)
             let waiting = try await rpc.result("aria2.tellWaiting", 0, 10, ["gid", "status"])
@@ -112,9 +113,10 @@ struct DaemonTests {
             _ = try await rpc.result("aria2.purgeDownloadResult")
             #expect(try await rpc.result("aria2.tellStopped", 0, 100).array?.isEmpty == true)
             await daemon.shutdown()
-            let reopened = try await SQLiteJobStore(path: dir + "/state/jobs.sqlite").loadAll()
-            #expect(reopened.isEmpty)
-        }
+            let reopened = try await reopen()
+            #expect(try await reopened.loadAll().isEmpty)
+            await reopened.close()
+        } }
     }
 
     /// conditional-get: a second job for a file already there asks with the validators the

@@ -69,4 +69,10 @@ public protocol JobStore: Sendable {
     /// Writes `upserting` (whole rows, inserted or replaced) and deletes `deleting`, in one
     /// transaction.
     func save(upserting: [Job], deleting: [String]) async throws
+    /// Lets go of what the store holds (connections, locks) before the process ends.
+    func close() async
+}
+
+extension JobStore {
+    public func close() async {}
 }

@@ -1,0 +1,202 @@
+import FoundationEssentials
+public import Logging
+import NIOConcurrencyHelpers
+import PostgresNIO
+
+/// The daemon's jobs in PostgreSQL, through postgres-nio: the queue a team already runs a
+/// database for, and the start of many daemons sharing one queue.
+///
+/// Every ``save(upserting:deleting:)`` is one transaction, committed before it returns (the
+/// server's `synchronous_commit`, on by default, syncs its WAL first). The schema is created and
+/// migrated by the store, in versions, under an advisory lock, so two daemons starting at once
+/// are safe. While a daemon has the store open it holds a second advisory lock on a connection of
+/// its own: a second daemon on the same database is refused until many daemons can share a queue
+/// (claims and leases).
+///
+/// postgres-nio runs on SwiftNIO's event loops; no call blocks Swift's cooperative pool.
+public final class PostgresJobStore: JobStore {
+    /// Where the store is, without its password (for messages and logs).
+    public let address: PostgresAddress
+    private let client: PostgresClient
+    private let runner: Task<Void, Never>
+    private let owner = NIOLockedValueBox<Task<Void, Never>?>(nil)
+    private let logger: Logger
+
+    /// `pg_advisory_lock` keys: migrations, and the one daemon of a queue.
+    static let migrationLock: Int64 = 0x5370_6C69_7446_0001
+    static let ownerLock: Int64 = 0x5370_6C69_7446_0002
+
+    /// Connects, migrates the schema, and takes the queue for this daemon.
+    ///
+    /// - Throws: ``StoreError`` when the server cannot be reached or refuses the login, a
+    ///   migration fails, or another daemon has the queue.
+    public init(_ address: PostgresAddress, logger: Logger = Logger(label: "splitfetch.postgres")) async throws(StoreError) {
+        self.address = address
+        self.logger = logger
+        // One connection first: the pool retries a refused login in the background, while a
+        // daemon given a wrong password or address should say so at once.
+        do {
+            let check = try await PostgresConnection.connect(
+                configuration: .init(host: address.host, port: address.port, username: address.user, password: address.password,
+                                     database: address.database, tls: .disable),
+                id: 0, logger: logger)
+            try await check.close()
+        } catch {
+            throw .cannotOpen(path: address.description, detail: Self.describe(error))
+        }
+        var configuration = PostgresClient.Configuration(host: address.host, port: address.port, username: address.user,
+                                                         password: address.password, database: address.database, tls: .disable)
+        configuration.options.connectTimeout = .seconds(10)
+        // The pool's own chatter (a lease asked for before its run loop is scheduled) is not news;
+        // its errors are.
+        var background = logger
+        background.logLevel = max(logger.logLevel, .error)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: background)
+        self.client = client
+        runner = Task { await client.run() }
+        do {
+            try await Self.migrate(client, logger: logger)
+            try await takeOwnership()
+        } catch let error as StoreError {
+            runner.cancel()
+            throw error
+        } catch {
+            runner.cancel()
+            throw .cannotOpen(path: address.description, detail: Self.describe(error))
+        }
+    }
+
+    deinit {
+        owner.withLockedValue { $0?.cancel() }
+        runner.cancel()
+    }
+
+    /// Lets go of the queue's lock and the connections, and waits until they are gone.
+    public func close() async {
+        let holder = owner.withLockedValue { task -> Task<Void, Never>? in
+            defer { task = nil }
+            return task
+        }
+        holder?.cancel()
+        await holder?.value
+        runner.cancel()
+        await runner.value
+    }
+
+    /// Versioned migrations: a schema is only ever added to.
+    static let migrations: [(version: Int32, sql: [String])] = [
+        (1, ["""
+            CREATE TABLE splitfetch_job (
+                gid TEXT PRIMARY KEY,
+                sort_order DOUBLE PRECISION NOT NULL,
+                state TEXT NOT NULL,
+                record JSONB NOT NULL,
+                updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+            )
+            """,
+             "CREATE INDEX splitfetch_job_state ON splitfetch_job (state, sort_order)"]),
+    ]
+
+    /// Runs the migrations not yet applied, each in a transaction, under the migration lock.
+    static func migrate(_ client: PostgresClient, logger: Logger) async throws {
+        try await client.withConnection { connection in
+            try await connection.query("SELECT pg_advisory_lock(\(migrationLock))", logger: logger)
+            do {
+                try await connection.query("CREATE TABLE IF NOT EXISTS splitfetch_schema (version INTEGER PRIMARY KEY)", logger: logger)
+                var applied: Int32 = 0
+                for try await version in try await connection.query("SELECT coalesce(max(version), 0) FROM splitfetch_schema",
+                                                                     logger: logger).decode(Int32.self) {
+                    applied = version
+                }
+                for migration in migrations where migration.version > applied {
+                    try await connection.withTransaction(logger: logger) { transaction in
+                        for statement in migration.sql {
+                            try await transaction.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        }
+                        try await transaction.query("INSERT INTO splitfetch_schema (version) VALUES (\(migration.version))", logger: logger)
+                    }
+                }
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(migrationLock))", logger: logger)
+                throw error
+            }
+            try await connection.query("SELECT pg_advisory_unlock(\(migrationLock))", logger: logger)
+        }
+    }
+
+    /// Holds the queue's lock on a connection of its own for as long as the store lives.
+    private func takeOwnership() async throws {
+        let (client, logger, address) = (client, logger, address)
+        let taken = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
+            // Answered once: by the lock's answer, or by the error that came before it.
+            let answer = NIOLockedValueBox<CheckedContinuation<Bool, any Error>?>(continuation)
+            let holder = Task {
+                do {
+                    try await client.withConnection { connection in
+                        var got = false
+                        for try await value in try await connection.query("SELECT pg_try_advisory_lock(\(Self.ownerLock))",
+                                                                           logger: logger).decode(Bool.self) {
+                            got = value
+                        }
+                        answer.withLockedValue { $0.take() }?.resume(returning: got)
+                        guard got else { return }
+                        // Held until the store goes (its task cancelled): the lock is the session's.
+                        while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+                        _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.ownerLock))", logger: logger)
+                    }
+                } catch {
+                    answer.withLockedValue { $0.take() }?.resume(throwing: error)
+                }
+            }
+            owner.withLockedValue { $0 = holder }
+        }
+        guard taken else {
+            throw StoreError.cannotOpen(path: address.description,
+                                        detail: "another daemon has this queue (one daemon per queue until daemons can share one)")
+        }
+    }
+
+    public func loadAll() async throws -> [Job] {
+        var jobs: [Job] = []
+        let decoder = JSONDecoder()
+        let rows = try await client.query("SELECT record::text FROM splitfetch_job", logger: logger)
+        for try await text in rows.decode(String.self) {
+            jobs.append(try decoder.decode(Job.self, from: Data(text.utf8)))
+        }
+        return jobs
+    }
+
+    public func save(upserting: [Job], deleting: [String]) async throws {
+        guard !upserting.isEmpty || !deleting.isEmpty else { return }
+        let encoder = JSONEncoder()
+        let gids = upserting.map(\.gid)
+        let orders = upserting.map(\.order)
+        let states = upserting.map(\.state.rawValue)
+        let records = try upserting.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
+        try await client.withTransaction(logger: logger) { connection in
+            if !gids.isEmpty {
+                // One statement for the batch: arrays unnested into rows.
+                try await connection.query("""
+                    INSERT INTO splitfetch_job (gid, sort_order, state, record)
+                    SELECT gid, sort_order, state, record::jsonb
+                    FROM unnest(\(gids)::text[], \(orders)::float8[], \(states)::text[], \(records)::text[])
+                        AS batch(gid, sort_order, state, record)
+                    ON CONFLICT (gid) DO UPDATE SET sort_order = excluded.sort_order, state = excluded.state,
+                        record = excluded.record, updated_at = now()
+                    """, logger: logger)
+            }
+            if !deleting.isEmpty {
+                try await connection.query("DELETE FROM splitfetch_job WHERE gid = ANY(\(deleting)::text[])", logger: logger)
+            }
+        }
+    }
+
+    /// An error as people read it: PostgreSQL's own message where there is one.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return message }
+            return "\(error.code)"
+        }
+        return "\(error)"
+    }
+}

@@ -1,0 +1,214 @@
+import DownloadCore
+import FoundationEssentials
+import Logging
+import NIOConcurrencyHelpers
+import PostgresNIO
+import Splitfetch
+@testable import SplitfetchDaemon
+import Testing
+
+/// The store kinds the same tests run against: the SQLite file always; PostgreSQL when
+/// `SPLITFETCH_TEST_POSTGRES` names a server (`postgres://USER@127.0.0.1:PORT/postgres`, its
+/// password in `PGPASSWORD`; scripts/test starts one with initdb on a private port). Each
+/// PostgreSQL test gets a database of its own, dropped afterwards.
+enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
+    case sqlite, postgres
+    var testDescription: String { rawValue }
+
+    static var available: [StoreKind] { PostgresServer.url == nil ? [.sqlite] : allCases }
+}
+
+enum PostgresServer {
+    static var url: String? { ProcessEnvironment.current["SPLITFETCH_TEST_POSTGRES"] }
+    static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// A new, empty database on the test server; dropped when `body` returns.
+    static func withDatabase<R>(_ body: (PostgresAddress) async throws -> R) async throws -> R {
+        let admin = try PostgresAddress.parse(try #require(url))
+        let name = "splitfetch_test_" + String(UInt64.random(in: 0 ... .max), radix: 16)
+        try await withClient(admin) { client in _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)")) }
+        var address = admin
+        address.database = name
+        do {
+            let result = try await body(address)
+            try await drop(name, admin)
+            return result
+        } catch {
+            try? await drop(name, admin)
+            throw error
+        }
+    }
+
+    private static func drop(_ name: String, _ admin: PostgresAddress) async throws {
+        try await withClient(admin) { client in
+            _ = try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+        }
+    }
+
+    static func withClient<R: Sendable>(_ address: PostgresAddress, _ body: (PostgresClient) async throws -> R) async throws -> R {
+        let client = PostgresClient(configuration: .init(host: address.host, port: address.port, username: address.user,
+                                                         password: address.password, database: address.database, tls: .disable),
+                                    backgroundLogger: quiet)
+        let runner = Task { await client.run() }
+        defer { runner.cancel() }
+        return try await body(client)
+    }
+}
+
+/// A store of `kind` at a place of its own; `reopen` closes the last one opened and opens the
+/// same place again (a restart).
+func withStore<R>(_ kind: StoreKind, _ body: (any JobStore, _ reopen: () async throws -> any JobStore) async throws -> R) async throws -> R {
+    switch kind {
+    case .sqlite:
+        return try await withTemporaryDirectory { dir in
+            let path = dir + "/jobs.sqlite"
+            return try await body(try SQLiteJobStore(path: path)) { try SQLiteJobStore(path: path) }
+        }
+    case .postgres:
+        return try await PostgresServer.withDatabase { address in
+            let last = NIOLockedValueBox(try await PostgresJobStore(address, logger: PostgresServer.quiet))
+            let first = last.withLockedValue { $0 }
+            let result = try await body(first) {
+                await last.withLockedValue { $0 }.close()
+                let next = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+                last.withLockedValue { $0 = next }
+                return next
+            }
+            await last.withLockedValue { $0 }.close()
+            return result
+        }
+    }
+}
+
+func sampleJobs() -> [Job] {
+    var complete = Job(gid: "00000000000000ab", order: 1.5, uris: ["http://a/x", "sftp://b/x"], destination: "/r/x",
+                       options: ["split": "4", "header": "[\"A: b\"]"], state: .complete, priority: 2, bytesPerSecond: 100, addedAt: 10)
+    complete.totalLength = 7
+    complete.completedLength = 7
+    complete.sha256 = "cafe"
+    complete.finishedAt = 11.25
+    complete.hookPending = true
+    complete.webhookPending = true
+    complete.validators = ConditionalRefresh.Recorded(etag: "W/\"x\"", lastModified: "Mon, 02 Nov 2026 10:00:00 GMT", size: 7,
+                                                      modifiedNanoseconds: 1_793_613_600_000_000_001)
+    var failed = complete
+    failed.gid = "00000000000000ac"
+    failed.state = .failed
+    failed.errorCode = "http"
+    failed.errorMessage = "ftp://b/x: no such file: 550 it's gone — ünïcode"
+    let waiting = Job(gid: "00000000000000ad", order: -3, uris: ["https://c/y?sig=1"], destination: "/r/y", options: [:],
+                      state: .waiting, addedAt: 12)
+    return [complete, failed, waiting]
+}
+
+@Suite("Job stores")
+struct JobStoreTests {
+    @Test("every field survives a restart", arguments: StoreKind.available)
+    func everyFieldSurvivesARestart(kind: StoreKind) async throws {
+        try await withStore(kind) { store, reopen in
+            #expect(try await store.loadAll().isEmpty)
+            try await store.save(upserting: sampleJobs(), deleting: [])
+            let reopened = try await reopen()
+            #expect(try await reopened.loadAll().sorted { $0.gid < $1.gid } == sampleJobs())
+        }
+    }
+
+    @Test("an upsert replaces the whole row, a delete removes it, in one transaction", arguments: StoreKind.available)
+    func upsertsAndDeletes(kind: StoreKind) async throws {
+        try await withStore(kind) { store, _ in
+            var jobs = sampleJobs()
+            try await store.save(upserting: jobs, deleting: [])
+            jobs[2].state = .active
+            jobs[2].order = 99
+            jobs[2].completedLength = 5
+            try await store.save(upserting: [jobs[2]], deleting: [jobs[0].gid, "ffffffffffffffff"])
+            #expect(try await store.loadAll().sorted { $0.gid < $1.gid } == [jobs[1], jobs[2]])
+            try await store.save(upserting: [], deleting: [])
+            #expect(try await store.loadAll().count == 2)
+        }
+    }
+
+    @Test("a thousand jobs in one batch", arguments: StoreKind.available)
+    func aLargeBatch(kind: StoreKind) async throws {
+        try await withStore(kind) { store, _ in
+            let jobs = (0..<1000).map { i in
+                Job(gid: String(format: "%016x", i), order: Double(i), uris: ["http://h/\(i)"], destination: "/r/\(i)", options: [:],
+                    state: .waiting, addedAt: Double(i))
+            }
+            try await store.save(upserting: jobs, deleting: [])
+            #expect(try await store.loadAll().sorted { $0.order < $1.order } == jobs)
+        }
+    }
+
+    @Test(.enabled(if: PostgresServer.url != nil)) func aSecondDaemonOnTheSameQueueIsRefusedUntilTheFirstGoes() async throws {
+        try await PostgresServer.withDatabase { address in
+            let first = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+            await #expect(throws: StoreError.self) { _ = try await PostgresJobStore(address, logger: PostgresServer.quiet) }
+            await first.close()
+            let second = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+            await second.close()
+        }
+    }
+
+    @Test(.enabled(if: PostgresServer.url != nil)) func migrationsRunOnceWhenDaemonsStartTogether() async throws {
+        try await PostgresServer.withDatabase { address in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        try await PostgresServer.withClient(address) { client in
+                            try await PostgresJobStore.migrate(client, logger: PostgresServer.quiet)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let versions = try await PostgresServer.withClient(address) { client in
+                var versions: [Int32] = []
+                for try await version in try await client.query("SELECT version FROM splitfetch_schema ORDER BY version").decode(Int32.self) {
+                    versions.append(version)
+                }
+                return versions
+            }
+            #expect(versions == PostgresJobStore.migrations.map(\.version))
+        }
+    }
+
+    @Test(.enabled(if: PostgresServer.url != nil)) func aWrongPasswordIsRefusedWithoutShowingIt() async throws {
+        var address = try PostgresAddress.parse(try #require(PostgresServer.url))
+        address.password = "not-the-password-\(UInt32.random(in: 0 ... .max))"
+        do {
+            _ = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+            Issue.record("a wrong password was accepted")
+        } catch {
+            #expect(!error.description.contains(address.password!))
+            #expect(error.description.contains(address.description))
+        }
+    }
+
+    @Test("queue addresses", arguments: [
+        ("postgres://jobs@db.example:6543/queue", [:], PostgresAddress(host: "db.example", port: 6543, user: "jobs", database: "queue", password: nil)),
+        ("postgresql://jobs@db.example/queue", ["PGPASSWORD": "s3cret"],
+         PostgresAddress(host: "db.example", port: 5432, user: "jobs", database: "queue", password: "s3cret")),
+        ("postgres:///", ["PGHOST": "10.0.0.5", "PGPORT": "5433", "PGUSER": "me", "PGDATABASE": "q"],
+         PostgresAddress(host: "10.0.0.5", port: 5433, user: "me", database: "q", password: nil)),
+        ("postgres://me@h", [:], PostgresAddress(host: "h", port: 5432, user: "me", database: "me", password: nil)),
+    ])
+    func addresses(text: String, environment: [String: String], expected: PostgresAddress) throws {
+        #expect(try PostgresAddress.parse(text, environment: environment) == expected)
+    }
+
+    @Test func aPasswordInTheURLIsRefusedAndNeverShown() {
+        do {
+            _ = try PostgresAddress.parse("postgres://jobs:hunter2@db/queue", environment: [:])
+            Issue.record("accepted")
+        } catch {
+            #expect(error.description.contains("--queue-password-file"))
+            #expect(!error.description.contains("hunter2"))
+        }
+        #expect(throws: PostgresAddress.AddressError.self) { try PostgresAddress.parse("mysql://a@b/c", environment: [:]) }
+        #expect(throws: PostgresAddress.AddressError.self) { try PostgresAddress.parse("postgres://a@b:99999/c", environment: [:]) }
+        let address = PostgresAddress(host: "h", port: 1, user: "u", database: "d", password: "hunter2")
+        #expect(!address.description.contains("hunter2"))
+        #expect(PostgresAddress.redacted("postgres://jobs:hunter2@db/queue") == "postgres://…@db/queue")
+    }
+}
