@@ -133,3 +133,33 @@ make_test_certificates() {
     -extfile "$dir/san.ext" -out "$dir/server.pem" >/dev/null 2>&1
   chmod 644 "$dir"/*
 }
+
+# PostgreSQL 15 from Debian's packages on 127.0.0.1: a cluster made with initdb in DIR (owned by
+# the postgres user when run as root: initdb refuses root), on a private port, a role with a
+# random password. Sets PG_PORT, PG_PID (the postmaster, stopped by stop_postgres) and
+# PG_PASSWORD. Usage: start_postgres DIR
+start_postgres() {
+  local dir=$1 bin=/usr/lib/postgresql/15/bin as=()
+  PG_PORT=$(free_port)
+  PG_PASSWORD=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+  mkdir -p "$dir"
+  if [ "$(id -u)" -eq 0 ]; then chown postgres "$dir"; as=(runuser -u postgres --); fi
+  printf '%s\n' "$PG_PASSWORD" > "$dir/pwfile"
+  [ "$(id -u)" -eq 0 ] && chown postgres "$dir/pwfile"
+  "${as[@]}" "$bin/initdb" -D "$dir/data" -U splitfetch --pwfile="$dir/pwfile" -A scram-sha-256 >"$dir/initdb.log" 2>&1 \
+    || { cat "$dir/initdb.log" >&2; return 1; }
+  rm -f "$dir/pwfile"
+  "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
+    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $dir -c max_connections=200" start >/dev/null \
+    || { cat "$dir/server.log" >&2; return 1; }
+  PG_PID=$(head -1 "$dir/data/postmaster.pid")
+}
+
+# Stops the PostgreSQL that start_postgres started (fast shutdown), and waits for it.
+stop_postgres() {
+  [ -n "${PG_PID:-}" ] || return 0
+  kill -INT "$PG_PID" 2>/dev/null
+  local i
+  for i in $(seq 1 100); do kill -0 "$PG_PID" 2>/dev/null || break; sleep 0.1; done
+  PG_PID=""
+}
