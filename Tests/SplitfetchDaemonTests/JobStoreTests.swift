@@ -185,6 +185,68 @@ struct JobStoreTests {
         }
     }
 
+    static func waitingJobs(_ count: Int) -> [Job] {
+        (0..<count).map { i in
+            Job(gid: String(format: "%016x", i), order: Double(i), uris: ["http://h/\(i)"], destination: "/r/\(i)", options: [:],
+                state: .waiting, addedAt: Double(i))
+        }
+    }
+
+    @Test(.enabled(if: PostgresServer.url != nil)) func workersClaimingTogetherTakeEveryJobExactlyOnce() async throws {
+        try await PostgresServer.withDatabase { address in
+            let store = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+            try await store.save(upserting: Self.waitingJobs(300), deleting: [])
+            // Four workers, each claiming 7 at a time until nothing is left.
+            let claimed = try await withThrowingTaskGroup(of: [String].self) { group in
+                for worker in 0..<4 {
+                    group.addTask {
+                        var mine: [String] = []
+                        for _ in 0..<100 {
+                            let jobs = try await store.claim(owner: "worker-\(worker)", count: 7, seconds: 60)
+                            if jobs.isEmpty { break }
+                            #expect(jobs.allSatisfy { $0.state == .active })
+                            mine += jobs.map(\.gid)
+                        }
+                        return mine
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0 += $1 }
+            }
+            #expect(claimed.count == 300)
+            #expect(Set(claimed) == Set(Self.waitingJobs(300).map(\.gid)))
+            #expect(try await store.loadAll().allSatisfy { $0.state == .active })
+            await store.close()
+        }
+    }
+
+    @Test(.enabled(if: PostgresServer.url != nil)) func anExpiredLeaseIsClaimedAgainAndItsFormerHolderWritesNothing() async throws {
+        try await PostgresServer.withDatabase { address in
+            let store = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+            var jobs = Self.waitingJobs(3)
+            jobs[1].state = .paused
+            jobs[2].priority = 5
+            try await store.save(upserting: jobs, deleting: [])
+            // Priority first; a paused job is never claimed.
+            let first = try await store.claim(owner: "a", count: 10, seconds: -1)  // expired at once: "a" died
+            #expect(first.map(\.gid) == [jobs[2].gid, jobs[0].gid])
+            let again = try await store.claim(owner: "b", count: 1, seconds: 60)
+            #expect(again.map(\.gid) == [jobs[2].gid])
+            var done = again[0]
+            done.state = .complete
+            done.sha256 = "cafe"
+            // "a" lost the lease: its completion is refused; "b"'s is written, and lets the lease go.
+            #expect(try await store.write(done, owner: "a") == false)
+            #expect(try await store.write(done, owner: "b") == true)
+            #expect(try await store.write(done, owner: "b") == false)
+            #expect(try await store.loadAll().first { $0.gid == jobs[2].gid } == done)
+            // A lease renewed in time is not taken; one held by another is not renewed.
+            #expect(try await store.renew(owner: "a", gids: [jobs[0].gid], seconds: 60) == [jobs[0].gid])
+            #expect(try await store.claim(owner: "b", count: 10, seconds: 60).isEmpty)
+            #expect(try await store.renew(owner: "b", gids: [jobs[0].gid], seconds: 60).isEmpty)
+            await store.close()
+        }
+    }
+
     @Test("queue addresses", arguments: [
         ("postgres://jobs@db.example:6543/queue", [:], PostgresAddress(host: "db.example", port: 6543, user: "jobs", database: "queue", password: nil)),
         ("postgresql://jobs@db.example/queue", ["PGPASSWORD": "s3cret"],

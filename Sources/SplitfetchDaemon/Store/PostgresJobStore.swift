@@ -17,10 +17,10 @@ import PostgresNIO
 public final class PostgresJobStore: JobStore {
     /// Where the store is, without its password (for messages and logs).
     public let address: PostgresAddress
-    private let client: PostgresClient
+    let client: PostgresClient
     private let runner: Task<Void, Never>
     private let owner = NIOLockedValueBox<Task<Void, Never>?>(nil)
-    private let logger: Logger
+    let logger: Logger
 
     /// `pg_advisory_lock` keys: migrations, and the one daemon of a queue.
     static let migrationLock: Int64 = 0x5370_6C69_7446_0001
@@ -95,6 +95,12 @@ public final class PostgresJobStore: JobStore {
             )
             """,
              "CREATE INDEX splitfetch_job_state ON splitfetch_job (state, sort_order)"]),
+        // Leases, for workers that share a queue (PostgresJobStore+Leases).
+        (2, ["ALTER TABLE splitfetch_job ADD COLUMN priority INTEGER NOT NULL DEFAULT 0",
+             "ALTER TABLE splitfetch_job ADD COLUMN lease_owner TEXT",
+             "ALTER TABLE splitfetch_job ADD COLUMN lease_until TIMESTAMPTZ",
+             "UPDATE splitfetch_job SET priority = coalesce((record->>'priority')::integer, 0)",
+             "CREATE INDEX splitfetch_job_claim ON splitfetch_job (priority DESC, sort_order) WHERE state IN ('waiting', 'active')"]),
     ]
 
     /// Runs the migrations not yet applied, each in a transaction, under the migration lock.
@@ -172,17 +178,18 @@ public final class PostgresJobStore: JobStore {
         let gids = upserting.map(\.gid)
         let orders = upserting.map(\.order)
         let states = upserting.map(\.state.rawValue)
+        let priorities = upserting.map { Int64($0.priority) }
         let records = try upserting.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
         try await client.withTransaction(logger: logger) { connection in
             if !gids.isEmpty {
                 // One statement for the batch: arrays unnested into rows.
                 try await connection.query("""
-                    INSERT INTO splitfetch_job (gid, sort_order, state, record)
-                    SELECT gid, sort_order, state, record::jsonb
-                    FROM unnest(\(gids)::text[], \(orders)::float8[], \(states)::text[], \(records)::text[])
-                        AS batch(gid, sort_order, state, record)
+                    INSERT INTO splitfetch_job (gid, sort_order, state, record, priority)
+                    SELECT gid, sort_order, state, record::jsonb, priority
+                    FROM unnest(\(gids)::text[], \(orders)::float8[], \(states)::text[], \(records)::text[], \(priorities)::int8[])
+                        AS batch(gid, sort_order, state, record, priority)
                     ON CONFLICT (gid) DO UPDATE SET sort_order = excluded.sort_order, state = excluded.state,
-                        record = excluded.record, updated_at = now()
+                        record = excluded.record, priority = excluded.priority, updated_at = now()
                     """, logger: logger)
             }
             if !deleting.isEmpty {
