@@ -326,20 +326,7 @@ struct DaemonPartTests {
     @Test func theStoreKeepsEveryFieldAndRefusesADamagedFile() async throws {
         try await withTemporaryDirectory { dir in
             let path = dir + "/jobs.sqlite"
-            var job = Job(gid: "00000000000000ab", order: 1.5, uris: ["http://a/x", "http://b/x"], destination: "/r/x",
-                          options: ["split": "4"], state: .complete, priority: 2, bytesPerSecond: 100, addedAt: 10)
-            job.totalLength = 7
-            job.completedLength = 7
-            job.sha256 = "cafe"
-            job.finishedAt = 11
-            job.hookPending = true
-            job.validators = ConditionalRefresh.Recorded(etag: "W/\"x\"", lastModified: "Mon, 02 Nov 2026 10:00:00 GMT", size: 7,
-                                                         modifiedNanoseconds: 1_793_613_600_000_000_001)
-            var failed = job
-            failed.gid = "00000000000000ac"
-            failed.state = .failed
-            failed.errorCode = "http"
-            failed.errorMessage = "404"
+            let (job, failed) = (sampleJobs()[0], sampleJobs()[1])
             do {
                 let store = try SQLiteJobStore(path: path)
                 // Every commit syncs the log: FULL, not the NORMAL GRDB sets for WAL.
