@@ -5,6 +5,7 @@
 #define SPLITFETCH_CCURL_SHIM_H
 
 #include <curl/curl.h>
+#include <sys/socket.h>
 
 typedef size_t (*sf_curl_data_callback)(char *ptr, size_t size, size_t nmemb, void *userdata);
 
@@ -23,6 +24,17 @@ typedef int (*sf_ssh_key_callback)(CURL *easy, const struct curl_khkey *knownkey
 static inline CURLcode sf_easy_setopt_ssh_key_callback(CURL *h, sf_ssh_key_callback v) {
     return curl_easy_setopt(h, CURLOPT_SSH_KEYFUNCTION, v);
 }
+
+// A socket option callback: SO_LINGER 0, so that closing the connection resets it and the server
+// counts it gone at once, not when its next write fails (a shared per-host cap).
+static int sf_sockopt_reset_on_close(void *clientp, curl_socket_t fd, curlsocktype purpose) {
+    struct linger l = { 1, 0 };
+    (void)clientp;
+    (void)purpose;
+    (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    return CURL_SOCKOPT_OK;
+}
+static inline CURLcode sf_easy_reset_on_close(CURL *h) { return curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, sf_sockopt_reset_on_close); }
 
 static inline CURLcode sf_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode sf_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }

@@ -165,7 +165,7 @@ public final class Download: Sendable {
         let transport = session?.transport(for: url)
             ?? CurlTransport(maximumConnections: options.connections * (1 + min(options.mirrors.urls.count, options.mirrors.maximum)))
         var setup = DownloadSetup(url: url, destination: destination.string, options: options,
-                            connector: Connector(transport: transport, limiter: session?.limiter),
+                            connector: Connector(transport: transport, limiter: session?.limiter, shared: session?.sharedCap),
                             policy: RequestPolicy(url: url, options: options),
                             emit: { [continuation, broadcast, tap] in
                                 tap?($0)

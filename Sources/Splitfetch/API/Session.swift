@@ -31,18 +31,28 @@ public final class Session: Sendable {
     let transports: [CurlTransport]
     /// The per-host cap, when there is one.
     let limiter: HostLimiter?
+    /// The per-host cap shared with other processes, when there is one.
+    let sharedCap: (any SharedHostCap)?
 
     /// - Parameters:
     ///   - maximumConnectionsPerHost: connections to one host at once, over every download of
     ///     the session; `nil` for no cap. At least 1.
     ///   - maximumConnections: connections kept open for reuse across downloads, in all.
     ///   - threads: transport threads; by default one per core, at most four.
-    public init(maximumConnectionsPerHost: Int? = nil, maximumConnections: Int = 64, threads: Int? = nil) {
+    ///   - sharedHostCap: a per-host cap shared with other processes (``SharedHostCap``): each
+    ///     request also holds one of its slots, and every connection closes when its transfer
+    ///     ends.
+    public init(maximumConnectionsPerHost: Int? = nil, maximumConnections: Int = 64, threads: Int? = nil,
+                sharedHostCap: (any SharedHostCap)? = nil) {
         let count = max(1, threads ?? min(4, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
         let share = (max(1, maximumConnections) + count - 1) / count
         let perHost = maximumConnectionsPerHost.map { max(1, $0) }
-        transports = (0..<count).map { _ in CurlTransport(maximumConnections: share, maximumPerHost: perHost ?? 0) }
+        let closes = sharedHostCap != nil
+        transports = (0..<count).map { _ in
+            CurlTransport(maximumConnections: share, maximumPerHost: perHost ?? 0, closesConnections: closes)
+        }
         limiter = perHost.map { HostLimiter(cap: $0) }
+        sharedCap = sharedHostCap
     }
 
     /// The per-host cap, if any.

@@ -4,12 +4,15 @@
 struct Connector: Sendable {
     let transport: CurlTransport
     let limiter: HostLimiter?
+    /// A cap shared with other processes: a slot of it too, after the limiter's.
+    let shared: (any SharedHostCap)?
     /// This download's number in the limiter: its slots are counted together.
     let download: Int
 
-    init(transport: CurlTransport, limiter: HostLimiter? = nil) {
+    init(transport: CurlTransport, limiter: HostLimiter? = nil, shared: (any SharedHostCap)? = nil) {
         self.transport = transport
         self.limiter = limiter
+        self.shared = shared
         download = limiter?.newDownload() ?? 0
     }
 
@@ -29,21 +32,32 @@ struct Connector: Sendable {
     /// connection (``HostLimiter/acquire(host:download:http2:waiting:)``). `nil` when cancelled
     /// while waiting.
     func hold(for request: TransferRequest, waiting: (Bool) -> Void = { _ in }) async -> HostLimiter.Hold? {
-        guard let limiter else { return .slot }
-        var waited = false
-        let hold = await limiter.acquire(host: Self.host(of: request.url), download: download, http2: request.http2) {
-            waited = true
-            waiting(true)
+        let host = Self.host(of: request.url)
+        var hold = HostLimiter.Hold.slot
+        if let limiter {
+            var waited = false
+            // With a shared cap no connection outlives its transfer: no stream shares one.
+            guard let held = await limiter.acquire(host: host, download: download, http2: request.http2 && shared == nil, waiting: {
+                waited = true
+                waiting(true)
+            }) else { return nil }
+            if waited { waiting(false) }
+            hold = held
         }
-        if waited { waiting(false) }
+        if let shared, !(await shared.acquire(host: host)) {
+            limiter?.release(hold, host: host, download: download)
+            return nil
+        }
         return hold
     }
 
     /// Gives back what ``hold(for:waiting:)`` returned, and learns from the response whether the
     /// host speaks HTTP/2.
     func release(_ hold: HostLimiter.Hold, for request: TransferRequest, result: TransferResult?) {
-        guard let limiter else { return }
         let host = Self.host(of: request.url)
+        let ended = result.map { $0.curlCode == 0 && !$0.cancelled && !$0.stoppedBySink } ?? false
+        shared?.release(host: host, early: !ended)
+        guard let limiter else { return }
         if request.http2, result?.head?.version == "2" { limiter.learnedHTTP2(host: host) }
         limiter.release(hold, host: host, download: download)
     }

@@ -101,6 +101,12 @@ final class CurlTransfer: @unchecked Sendable {
         _ = sf_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, Self.receiveBufferSize)
         set(sf_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1), "CURLOPT_TCP_NODELAY")
         set(sf_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1), "CURLOPT_TCP_KEEPALIVE")
+        if r.closesConnection {
+            set(sf_easy_setopt_long(easy, CURLOPT_FORBID_REUSE, 1), "CURLOPT_FORBID_REUSE")
+            // A transfer stopped mid-response closes a connection the server is still writing to:
+            // reset, it is gone for the server at once (a FIN is noticed only at a failed write).
+            if r.fileTransfer == nil { set(sf_easy_reset_on_close(easy), "CURLOPT_SOCKOPTFUNCTION") }
+        }
         set(sf_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(r.connectTimeout * 1000)), "CURLOPT_CONNECTTIMEOUT_MS")
         // No low-speed limit here: when a transfer has stalled is the download core's decision
         // (it aborts it by id); probes end at their total timeout.
@@ -124,6 +130,9 @@ final class CurlTransfer: @unchecked Sendable {
             list = curl_slist_append(list, "Accept-Encoding: identity")
         }
         for line in r.headers { list = curl_slist_append(list, line) }
+        // Said to the server too, so that it closes (and counts the connection gone) as soon as
+        // the response is written, not when it notices the client's close.
+        if r.closesConnection && r.fileTransfer == nil { list = curl_slist_append(list, "Connection: close") }
         headerList = list
         if let list { set(sf_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list), "CURLOPT_HTTPHEADER") }
 

@@ -61,7 +61,11 @@ final class CurlTransport: Sendable {
     ///   - maximumConnections: connections kept open for reuse.
     ///   - maximumPerHost: connections to one host, in use or kept (libcurl's
     ///     `CURLMOPT_MAX_HOST_CONNECTIONS`); 0 for no limit.
-    init(maximumConnections: Int, maximumPerHost: Int = 0) {
+    /// Whether each connection closes when its transfer ends (none is kept for reuse).
+    let closesConnections: Bool
+
+    init(maximumConnections: Int, maximumPerHost: Int = 0, closesConnections: Bool = false) {
+        self.closesConnections = closesConnections
         let loop = TransportLoop(transport: self, maximumConnections: maximumConnections, maximumPerHost: maximumPerHost)
         startThread(name: "splitfetch-curl") { loop.run() }
     }
@@ -76,6 +80,8 @@ final class CurlTransport: Sendable {
     /// Cancelling the calling task removes the transfer promptly and returns a result with
     /// `cancelled` set.
     func perform(_ request: TransferRequest, sink: (any TransferSink)?) async -> TransferResult {
+        var request = request
+        if closesConnections { request.closesConnection = true }
         let transfer = CurlTransfer(id: nextID.wrappingAdd(1, ordering: .relaxed).oldValue, request: request, sink: sink)
         transfer.resume = { [weak self, id = transfer.id] in self?.post(.resume(id)) }
         underWay.wrappingAdd(1, ordering: .relaxed)

@@ -28,6 +28,9 @@ package struct TransferRequest: Sendable {
     /// Over HTTP/2 where TLS negotiates it, waiting for a connection that can take another stream
     /// rather than opening one (``HTTP2Policy``); otherwise HTTP/1.1.
     var http2 = false
+    /// Close the connection when the transfer ends rather than keep it for reuse (a session
+    /// with a ``SharedHostCap``).
+    var closesConnection = false
     /// For an `ftp`, `ftps` or `sftp` URL: its scheme and settings; `nil` over HTTP.
     var fileTransfer: FileTransferSettings?
     /// The file's size as probed: the total a ranged SFTP answer is a range of (SFTP names none).
