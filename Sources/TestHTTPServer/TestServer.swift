@@ -165,8 +165,13 @@ public final class TestServer: Sendable {
                 }
                 // Noticed late, the request handler counts the close (a close before it is added
                 // is never counted: more connections, never fewer).
+                let peer = channel.remoteAddress?.port ?? 0
+                timing?.record("connection-open \(peer) open=\(now)")
                 if !config.closeNoticedAtWrite {
-                    channel.closeFuture.whenComplete { _ in counters.open.wrappingSubtract(1, ordering: .relaxed) }
+                    channel.closeFuture.whenComplete { _ in
+                        let left = counters.open.wrappingSubtract(1, ordering: .relaxed).newValue
+                        timing?.record("connection-closed \(peer) open=\(left)")
+                    }
                 }
                 // With a latency, the connection is not read until a round trip has passed.
                 let accepted = config.latencyMilliseconds > 0
