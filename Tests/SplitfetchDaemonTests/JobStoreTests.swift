@@ -140,13 +140,80 @@ struct JobStoreTests {
         }
     }
 
-    @Test(.enabled(if: PostgresServer.url != nil)) func aSecondDaemonOnTheSameQueueIsRefusedUntilTheFirstGoes() async throws {
+    @Test(.enabled(if: PostgresServer.url != nil)) func aSecondDaemonUnderTheSameWorkerNameIsRefusedUntilTheFirstGoes() async throws {
         try await PostgresServer.withDatabase { address in
-            let first = try await PostgresJobStore(address, logger: PostgresServer.quiet)
-            await #expect(throws: StoreError.self) { _ = try await PostgresJobStore(address, logger: PostgresServer.quiet) }
+            let first = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
+            await #expect(throws: StoreError.self) { _ = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet) }
+            // Another name shares the queue.
+            let other = try await PostgresJobStore(address, worker: "b", logger: PostgresServer.quiet)
+            await other.close()
             await first.close()
-            let second = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+            let second = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
             await second.close()
+        }
+    }
+
+    @Test(.enabled(if: PostgresServer.url != nil)) func aWorkerWritesNoJobAnotherHoldsAndCommandsReachEveryJob() async throws {
+        try await PostgresServer.withDatabase { address in
+            let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
+            let b = try await PostgresJobStore(address, worker: "b", logger: PostgresServer.quiet)
+            let jobs = Self.waitingJobs(3)
+            try await a.save(upserting: jobs, deleting: [])
+            let claimed = try await b.claim(owner: "b", count: 1, seconds: 60)
+            #expect(claimed.map(\.gid) == [jobs[0].gid])
+            // "a"'s copy of the job is old: its write of it changes nothing while "b" holds it.
+            var stale = jobs[0]
+            stale.priority = 9
+            try await a.save(upserting: [stale], deleting: [])
+            #expect(try await a.load([jobs[0].gid]).map(\.holder) == ["b"])
+            #expect(try await a.load([jobs[0].gid]).first?.job.priority == 0)
+            // A restarted "b" takes its own job back at once, and none it runs now twice.
+            #expect(try await b.claim(owner: "b", count: 1, seconds: 60, holding: [jobs[0].gid]).map(\.gid) == [jobs[1].gid])
+            #expect(try await b.claim(owner: "b", count: 5, seconds: 60).map(\.gid).sorted() == jobs.map(\.gid))
+            // Any worker pauses any job; the lease goes with it.
+            let paused = try await a.command([jobs[0].gid, jobs[2].gid], to: .paused, from: [.waiting, .active])
+            #expect(Set(paused.map(\.job.gid)) == [jobs[0].gid, jobs[2].gid])
+            #expect(paused.allSatisfy { $0.job.state == .paused && $0.holder == nil })
+            // Each change counts in the row's version: a read made before it is told apart.
+            let before = try await a.load([jobs[1].gid])[0].version
+            _ = try await b.renew(owner: "b", gids: [jobs[1].gid], seconds: 60)
+            #expect(try await a.load([jobs[1].gid])[0].version == before + 1)
+            #expect(try await b.renew(owner: "b", gids: [jobs[0].gid, jobs[1].gid], seconds: 60) == [jobs[1].gid])
+            #expect(try await a.command([jobs[1].gid], to: .waiting, from: [.paused]).isEmpty)
+            // A worker that stops lets its jobs wait for any other at once.
+            try await b.release(owner: "b")
+            #expect(try await a.claim(owner: "a", count: 5, seconds: 60).map(\.gid) == [jobs[1].gid])
+            let removed = try await a.command([jobs[2].gid], to: .removed, from: [.paused])
+            #expect(removed.first?.job.finishedAt != nil)
+            await b.close()
+            await a.close()
+        }
+    }
+
+    @Test(.enabled(if: PostgresServer.url != nil)) func everyChangeIsAnnouncedToTheListeningWorkers() async throws {
+        try await PostgresServer.withDatabase { address in
+            let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
+            let b = try await PostgresJobStore(address, worker: "b", logger: PostgresServer.quiet)
+            var heard = b.changes().makeAsyncIterator()
+            #expect(await heard.next() == .missed)
+            let jobs = Self.waitingJobs(2)
+            try await a.save(upserting: jobs, deleting: [])
+            var gids: [String] = []
+            while gids.count < 2, let change = await heard.next() {
+                if case .jobs(let announced) = change { gids += announced }
+            }
+            #expect(Set(gids) == Set(jobs.map(\.gid)))
+            // A renewal is not a change; a claim is.
+            _ = try await a.claim(owner: "a", count: 1, seconds: 60)
+            _ = try await a.renew(owner: "a", gids: [jobs[0].gid], seconds: 60)
+            try await a.save(upserting: [], deleting: [jobs[1].gid])
+            var next: [String] = []
+            while next.count < 2, let change = await heard.next() {
+                if case .jobs(let announced) = change { next += announced }
+            }
+            #expect(next == [jobs[0].gid, jobs[1].gid])
+            await b.close()
+            await a.close()
         }
     }
 
@@ -202,7 +269,7 @@ struct JobStoreTests {
                     group.addTask {
                         var mine: [String] = []
                         for _ in 0..<100 {
-                            let jobs = try await store.claim(owner: "worker-\(worker)", count: 7, seconds: 60)
+                            let jobs = try await store.claim(owner: "worker-\(worker)", count: 7, seconds: 60, holding: mine)
                             if jobs.isEmpty { break }
                             #expect(jobs.allSatisfy { $0.state == .active })
                             mine += jobs.map(\.gid)

@@ -1,3 +1,4 @@
+public import Splitfetch
 import FoundationEssentials
 import PostgresNIO
 
@@ -5,21 +6,37 @@ import PostgresNIO
 ///
 /// A worker claims waiting jobs (and active ones whose lease ran out: their worker died) with
 /// `FOR UPDATE SKIP LOCKED`, so claims never wait for each other and never overlap; each claim
-/// holds a lease until a time the worker renews while the job runs. A worker writes a job's end
-/// only while it still holds the lease: a worker that lost its lease (it stalled, the job was
-/// claimed again) writes nothing, so a job is never completed twice.
-///
-/// These are the store's half of many daemons on one queue; the daemon does not use them yet.
+/// holds a lease until a time the worker renews while the job runs. A worker writes a job only
+/// while it holds the lease, or while nobody does (``save(upserting:deleting:)``): a worker that
+/// lost its lease (it stalled, the job was claimed again) writes nothing, so a job is never
+/// completed twice.
 extension PostgresJobStore {
     /// Claims up to `count` jobs for `owner`, for `seconds` (negative: already expired, for
-    /// tests), highest priority first, then queue order. The jobs come back marked active.
-    public func claim(owner: String, count: Int, seconds: Double) async throws -> [Job] {
-        let decoder = JSONDecoder()
-        var jobs: [Job] = []
+    /// tests), highest priority first, then queue order: waiting and active ones nobody holds a
+    /// live lease on, and the ones `owner` itself held before (a restarted worker of the same
+    /// name takes its jobs back at once), except `holding` (the ones it runs now). The jobs come
+    /// back marked active.
+    public func claim(owner: String, count: Int, seconds: Double, holding: [String] = []) async throws -> [Job] {
+        try await claimRows(owner: owner, count: count, seconds: seconds, holding: holding).map(\.job)
+    }
+
+    /// A job's row as read: the job, the worker named by its lease (live or not), and the row's
+    /// version (one more at each change), by which an older read is told from a newer one.
+    public struct Row: Sendable {
+        public var job: Job
+        public var holder: String?
+        public var version: Int64
+    }
+
+    /// ``claim(owner:count:seconds:holding:)``, with each row's version.
+    public func claimRows(owner: String, count: Int, seconds: Double, holding: [String] = []) async throws -> [Row] {
+        var jobs: [Row] = []
         let rows = try await client.query("""
             WITH next AS (
                 SELECT gid FROM splitfetch_job
-                WHERE state IN ('waiting', 'active') AND (lease_until IS NULL OR lease_until < now())
+                WHERE state IN ('waiting', 'active')
+                    AND (lease_until IS NULL OR lease_until < now() OR lease_owner = \(owner))
+                    AND NOT gid = ANY(\(holding)::text[])
                 ORDER BY priority DESC, sort_order
                 FOR UPDATE SKIP LOCKED
                 LIMIT \(Int64(count))
@@ -28,16 +45,15 @@ extension PostgresJobStore {
             SET lease_owner = \(owner), lease_until = now() + make_interval(secs => \(seconds)), state = 'active',
                 record = jsonb_set(job.record, '{state}', '"active"'), updated_at = now()
             FROM next WHERE job.gid = next.gid
-            RETURNING job.record::text
+            RETURNING job.record::text, job.lease_owner, job.version
             """, logger: logger)
-        for try await text in rows.decode(String.self) {
-            jobs.append(try decoder.decode(Job.self, from: Data(text.utf8)))
-        }
-        return jobs.sorted { ($0.priority, -$0.order) > ($1.priority, -$1.order) }
+        for try await row in rows.decode((String, String?, Int64).self) { jobs.append(try Self.row(row)) }
+        return jobs.sorted { ($0.job.priority, -$0.job.order) > ($1.job.priority, -$1.job.order) }
     }
 
     /// Extends `owner`'s leases on `gids` by `seconds` from now; returns the ones it still holds.
     public func renew(owner: String, gids: [String], seconds: Double) async throws -> Set<String> {
+        guard !gids.isEmpty else { return [] }
         var held: Set<String> = []
         let rows = try await client.query("""
             UPDATE splitfetch_job SET lease_until = now() + make_interval(secs => \(seconds))
@@ -53,7 +69,7 @@ extension PostgresJobStore {
     /// worker holds it now.
     public func write(_ job: Job, owner: String) async throws -> Bool {
         let record = String(decoding: try JSONEncoder().encode(job), as: UTF8.self)
-        let keep = job.state == .active
+        let keep = job.state == .active || job.state == .waiting
         var written = false
         let rows = try await client.query("""
             UPDATE splitfetch_job
@@ -65,5 +81,59 @@ extension PostgresJobStore {
             """, logger: logger)
         for try await _ in rows.decode(String.self) { written = true }
         return written
+    }
+
+    /// Lets go of `owner`'s leases on its unfinished jobs (a worker that stops): they wait again,
+    /// for any worker, at once.
+    public func release(owner: String) async throws {
+        try await client.query("""
+            UPDATE splitfetch_job SET lease_owner = NULL, lease_until = NULL, state = 'waiting',
+                record = jsonb_set(record, '{state}', '"waiting"'), updated_at = now()
+            WHERE lease_owner = \(owner) AND state IN ('waiting', 'active')
+            """, logger: logger)
+    }
+
+    /// Changes the state of the jobs in `gids` that are in one of `from` to `to`, whoever holds
+    /// them (an API call on any worker: pause, unpause, remove), and lets their leases go: the
+    /// worker that runs one stops it when it hears of the change. Returns the changed jobs.
+    public func command(_ gids: [String], to state: DownloadState, from: [DownloadState]) async throws -> [Row] {
+        let finished: Double? = state.isFinal ? Date().timeIntervalSince1970 : nil
+        var jobs: [Row] = []
+        let rows = try await client.query("""
+            UPDATE splitfetch_job
+            SET state = \(state.rawValue), lease_owner = NULL, lease_until = NULL, updated_at = now(),
+                record = jsonb_set(record, '{state}', to_jsonb(\(state.rawValue)::text))
+                    || jsonb_build_object('finishedAt', \(finished)::float8)
+            WHERE gid = ANY(\(gids)::text[]) AND state = ANY(\(from.map(\.rawValue))::text[])
+            RETURNING record::text, lease_owner, version
+            """, logger: logger)
+        for try await row in rows.decode((String, String?, Int64).self) { jobs.append(try Self.row(row)) }
+        return jobs
+    }
+
+    /// The rows of `gids` as they are now, each with the worker that holds its lease (a live
+    /// one or not); a job not returned was deleted.
+    public func load(_ gids: [String]) async throws -> [Row] {
+        var rows: [Row] = []
+        for try await row in try await client.query(
+            "SELECT record::text, lease_owner, version FROM splitfetch_job WHERE gid = ANY(\(gids)::text[])", logger: logger
+        ).decode((String, String?, Int64).self) {
+            rows.append(try Self.row(row))
+        }
+        return rows
+    }
+
+    /// Every row with its lease holder: what a worker reads after it missed notifications.
+    public func loadAllRows() async throws -> [Row] {
+        var rows: [Row] = []
+        for try await row in try await client.query("SELECT record::text, lease_owner, version FROM splitfetch_job",
+                                                    logger: logger).decode((String, String?, Int64).self) {
+            rows.append(try Self.row(row))
+        }
+        return rows
+    }
+
+    static func row(_ columns: (String, String?, Int64)) throws -> Row {
+        Row(job: try JSONDecoder().decode(Job.self, from: Data(columns.0.utf8)), holder: columns.1, version: columns.2)
     }
 }

@@ -9,29 +9,40 @@ import PostgresNIO
 /// Every ``save(upserting:deleting:)`` is one transaction, committed before it returns (the
 /// server's `synchronous_commit`, on by default, syncs its WAL first). The schema is created and
 /// migrated by the store, in versions, under an advisory lock, so two daemons starting at once
-/// are safe. While a daemon has the store open it holds a second advisory lock on a connection of
-/// its own: a second daemon on the same database is refused until many daemons can share a queue
-/// (claims and leases).
+/// are safe.
+///
+/// Many daemons share one queue, each under a worker name of its own (``worker``): while a
+/// daemon has the store open it holds an advisory lock on that name, on a connection of its own,
+/// so a second daemon under the same name is refused. Jobs are taken with claims and leases
+/// (`PostgresJobStore+Leases`); a change of a job is announced with `NOTIFY` (``changes()``).
 ///
 /// postgres-nio runs on SwiftNIO's event loops; no call blocks Swift's cooperative pool.
 public final class PostgresJobStore: JobStore {
     /// Where the store is, without its password (for messages and logs).
     public let address: PostgresAddress
+    /// The name this daemon holds leases in: unique among the daemons of the queue.
+    public let worker: String
     let client: PostgresClient
     private let runner: Task<Void, Never>
     private let owner = NIOLockedValueBox<Task<Void, Never>?>(nil)
     let logger: Logger
 
-    /// `pg_advisory_lock` keys: migrations, and the one daemon of a queue.
+    /// `pg_advisory_lock` keys: migrations (one 64-bit key), and a worker's name (the two-key
+    /// form, a separate key space: this class, and the name's hash).
     static let migrationLock: Int64 = 0x5370_6C69_7446_0001
-    static let ownerLock: Int64 = 0x5370_6C69_7446_0002
+    static let workerLockClass: Int32 = 0x5370_6C69
 
-    /// Connects, migrates the schema, and takes the queue for this daemon.
+    /// The channel of `NOTIFY`: each payload is the GID of a job added, changed or deleted.
+    static let channel = "splitfetch_job"
+
+    /// Connects, migrates the schema, and takes the worker name `worker`.
     ///
     /// - Throws: ``StoreError`` when the server cannot be reached or refuses the login, a
-    ///   migration fails, or another daemon has the queue.
-    public init(_ address: PostgresAddress, logger: Logger = Logger(label: "splitfetch.postgres")) async throws(StoreError) {
+    ///   migration fails, or another daemon runs under the same worker name.
+    public init(_ address: PostgresAddress, worker: String = "splitfetch",
+                logger: Logger = Logger(label: "splitfetch.postgres")) async throws(StoreError) {
         self.address = address
+        self.worker = worker
         self.logger = logger
         // One connection first: the pool retries a refused login in the background, while a
         // daemon given a wrong password or address should say so at once.
@@ -101,6 +112,49 @@ public final class PostgresJobStore: JobStore {
              "ALTER TABLE splitfetch_job ADD COLUMN lease_until TIMESTAMPTZ",
              "UPDATE splitfetch_job SET priority = coalesce((record->>'priority')::integer, 0)",
              "CREATE INDEX splitfetch_job_claim ON splitfetch_job (priority DESC, sort_order) WHERE state IN ('waiting', 'active')"]),
+        // Every change of a job is announced to the workers (a lease renewal is not a change),
+        // and counted in its row's version, so that a worker can tell an old read from a new one.
+        (3, ["ALTER TABLE splitfetch_job ADD COLUMN version BIGINT NOT NULL DEFAULT 0",
+             """
+             CREATE FUNCTION splitfetch_job_version() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 NEW.version := OLD.version + 1;
+                 RETURN NEW;
+             END $$
+             """,
+             "CREATE TRIGGER splitfetch_job_versioned BEFORE UPDATE ON splitfetch_job FOR EACH ROW EXECUTE FUNCTION splitfetch_job_version()",
+             """
+            CREATE FUNCTION splitfetch_job_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF TG_OP = 'DELETE' THEN
+                    PERFORM pg_notify('\(channel)', OLD.gid);
+                ELSE
+                    PERFORM pg_notify('\(channel)', NEW.gid);
+                END IF;
+                RETURN NULL;
+            END $$
+            """,
+             "CREATE TRIGGER splitfetch_job_added AFTER INSERT OR DELETE ON splitfetch_job FOR EACH ROW EXECUTE FUNCTION splitfetch_job_notify()",
+             """
+             CREATE TRIGGER splitfetch_job_changed AFTER UPDATE ON splitfetch_job FOR EACH ROW
+             WHEN (OLD.record IS DISTINCT FROM NEW.record OR OLD.lease_owner IS DISTINCT FROM NEW.lease_owner)
+             EXECUTE FUNCTION splitfetch_job_notify()
+             """]),
+        // Connection slots per host, leased by workers: the per-host cap across the fleet.
+        (4, ["""
+            CREATE TABLE splitfetch_host_slot (
+                host TEXT NOT NULL,
+                slot INTEGER NOT NULL,
+                owner TEXT,
+                lease_until TIMESTAMPTZ,
+                PRIMARY KEY (host, slot)
+            )
+            """,
+             // One unfinished job per file across the fleet (each daemon checks only its copy).
+             """
+             CREATE UNIQUE INDEX splitfetch_job_file ON splitfetch_job ((record->>'destination'))
+             WHERE state IN ('waiting', 'active', 'paused')
+             """]),
     ]
 
     /// Runs the migrations not yet applied, each in a transaction, under the migration lock.
@@ -130,9 +184,9 @@ public final class PostgresJobStore: JobStore {
         }
     }
 
-    /// Holds the queue's lock on a connection of its own for as long as the store lives.
+    /// Holds the worker name's lock on a connection of its own for as long as the store lives.
     private func takeOwnership() async throws {
-        let (client, logger, address) = (client, logger, address)
+        let (client, logger, address, worker) = (client, logger, address, worker)
         let taken = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
             // Answered once: by the lock's answer, or by the error that came before it.
             let answer = NIOLockedValueBox<CheckedContinuation<Bool, any Error>?>(continuation)
@@ -140,15 +194,23 @@ public final class PostgresJobStore: JobStore {
                 do {
                     try await client.withConnection { connection in
                         var got = false
-                        for try await value in try await connection.query("SELECT pg_try_advisory_lock(\(Self.ownerLock))",
-                                                                           logger: logger).decode(Bool.self) {
-                            got = value
+                        // A daemon restarted at once after a kill: the server may not have seen
+                        // its old session go yet. Asked again for up to 10 s.
+                        for attempt in 0..<40 {
+                            for try await value in try await connection.query(
+                                "SELECT pg_try_advisory_lock(\(Self.workerLockClass), hashtext(\(worker)))", logger: logger
+                            ).decode(Bool.self) {
+                                got = value
+                            }
+                            if got || attempt == 39 { break }
+                            try await Task.sleep(for: .milliseconds(250))
                         }
                         answer.withLockedValue { $0.take() }?.resume(returning: got)
                         guard got else { return }
                         // Held until the store goes (its task cancelled): the lock is the session's.
                         while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-                        _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.ownerLock))", logger: logger)
+                        _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.workerLockClass), hashtext(\(worker)))",
+                                                        logger: logger)
                     }
                 } catch {
                     answer.withLockedValue { $0.take() }?.resume(throwing: error)
@@ -158,7 +220,7 @@ public final class PostgresJobStore: JobStore {
         }
         guard taken else {
             throw StoreError.cannotOpen(path: address.description,
-                                        detail: "another daemon has this queue (one daemon per queue until daemons can share one)")
+                                        detail: "another daemon runs as worker '\(worker)' on this queue (give each daemon its own --worker-name)")
         }
     }
 
@@ -180,6 +242,15 @@ public final class PostgresJobStore: JobStore {
         let states = upserting.map(\.state.rawValue)
         let priorities = upserting.map { Int64($0.priority) }
         let records = try upserting.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
+        do {
+            try await saveRows(gids: gids, orders: orders, states: states, records: records, priorities: priorities, deleting: deleting)
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+            throw StoreError.sameFile(Self.describe(error))
+        }
+    }
+
+    private func saveRows(gids: [String], orders: [Double], states: [String], records: [String], priorities: [Int64],
+                          deleting: [String]) async throws {
         try await client.withTransaction(logger: logger) { connection in
             if !gids.isEmpty {
                 // One statement for the batch: arrays unnested into rows.
@@ -189,7 +260,11 @@ public final class PostgresJobStore: JobStore {
                     FROM unnest(\(gids)::text[], \(orders)::float8[], \(states)::text[], \(records)::text[], \(priorities)::int8[])
                         AS batch(gid, sort_order, state, record, priority)
                     ON CONFLICT (gid) DO UPDATE SET sort_order = excluded.sort_order, state = excluded.state,
-                        record = excluded.record, priority = excluded.priority, updated_at = now()
+                        record = excluded.record, priority = excluded.priority, updated_at = now(),
+                        lease_owner = CASE WHEN excluded.state IN ('waiting', 'active') THEN splitfetch_job.lease_owner END,
+                        lease_until = CASE WHEN excluded.state IN ('waiting', 'active') THEN splitfetch_job.lease_until END
+                    -- A job another worker holds is that worker's to write.
+                    WHERE splitfetch_job.lease_owner IS NULL OR splitfetch_job.lease_owner = \(worker)
                     """, logger: logger)
             }
             if !deleting.isEmpty {

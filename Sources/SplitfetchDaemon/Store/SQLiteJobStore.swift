@@ -173,6 +173,9 @@ public enum StoreError: Error, CustomStringConvertible, Sendable, Equatable {
     /// The file is not a database or fails its integrity check.
     case damaged(path: String, detail: String)
     case cannotOpen(path: String, detail: String)
+    /// Another unfinished job of the queue writes the same file (one added through another daemon
+    /// of a fleet a moment before).
+    case sameFile(String)
 
     public var description: String {
         switch self {
@@ -182,6 +185,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable, Equatable {
                 + "`splitfetch --list-partials DIR` still finds the partial downloads to add again"
         case .cannotOpen(let path, let detail):
             "cannot open the job database \(path): \(detail)"
+        case .sameFile(let detail):
+            "another download in the queue writes that file (\(detail))"
         }
     }
 }

@@ -1,0 +1,68 @@
+import FoundationEssentials
+import PostgresNIO
+
+/// Connection slots per host, shared by the workers of a fleet: the per-host cap across them.
+///
+/// A host has slots 1…cap (rows made when first asked for). A worker leases a slot per request
+/// and gives it back when the request's connection is closed; its slots' leases are renewed with
+/// its jobs', and a worker that died loses them when they expire (or at once, when it starts
+/// again under the same name). A slot given back is announced on the jobs' channel as
+/// `slot:HOST`, so waiting workers ask again at once.
+extension PostgresJobStore {
+    /// Takes up to `count` free slots of `host` among its first `cap`, for `seconds`; returns
+    /// their numbers.
+    public func takeSlots(host: String, count: Int, cap: Int, seconds: Double) async throws -> [Int32] {
+        guard count > 0 else { return [] }
+        let owner = worker
+        try await client.query("""
+            INSERT INTO splitfetch_host_slot (host, slot)
+            SELECT \(host), generate_series(1, \(Int32(cap))) ON CONFLICT DO NOTHING
+            """, logger: logger)
+        var slots: [Int32] = []
+        let rows = try await client.query("""
+            WITH free AS (
+                SELECT slot FROM splitfetch_host_slot
+                WHERE host = \(host) AND slot <= \(Int32(cap)) AND (owner IS NULL OR lease_until < now())
+                ORDER BY slot
+                FOR UPDATE SKIP LOCKED
+                LIMIT \(Int64(count))
+            )
+            UPDATE splitfetch_host_slot AS s SET owner = \(owner), lease_until = now() + make_interval(secs => \(seconds))
+            FROM free WHERE s.host = \(host) AND s.slot = free.slot
+            RETURNING s.slot
+            """, logger: logger)
+        for try await slot in rows.decode(Int32.self) { slots.append(slot) }
+        return slots
+    }
+
+    /// Gives back slots of `host` this worker holds, and announces them.
+    public func releaseSlots(host: String, slots: [Int32]) async throws {
+        guard !slots.isEmpty else { return }
+        try await client.query("""
+            WITH freed AS (
+                UPDATE splitfetch_host_slot SET owner = NULL, lease_until = NULL
+                WHERE host = \(host) AND slot = ANY(\(slots)::int4[]) AND owner = \(worker)
+                RETURNING host
+            )
+            SELECT pg_notify('\(unescaped: Self.channel)', 'slot:' || host) FROM (SELECT DISTINCT host FROM freed) AS hosts
+            """, logger: logger)
+    }
+
+    /// Renews the leases of every slot this worker holds.
+    public func renewSlots(seconds: Double) async throws {
+        try await client.query("""
+            UPDATE splitfetch_host_slot SET lease_until = now() + make_interval(secs => \(seconds)) WHERE owner = \(worker)
+            """, logger: logger)
+    }
+
+    /// Frees the slots held under this worker's name by an earlier run of it (whose connections
+    /// ended with it).
+    public func freeOwnSlots() async throws {
+        try await client.query("""
+            WITH freed AS (
+                UPDATE splitfetch_host_slot SET owner = NULL, lease_until = NULL WHERE owner = \(worker) RETURNING host
+            )
+            SELECT pg_notify('\(unescaped: Self.channel)', 'slot:' || host) FROM (SELECT DISTINCT host FROM freed) AS hosts
+            """, logger: logger)
+    }
+}
