@@ -43,6 +43,15 @@ extension Daemon {
             let failure = RPCError.failed("the job could not be saved: \(error)")
             return results.map { $0.flatMap { _ in .failure(failure) } }
         }
+        if let fleet {
+            // A worker with a free slot claims them (this one, woken now, or another, told by
+            // the database).
+            for entry in accepted {
+                logger.info("added", metadata: ["gid": "\(entry.job.gid)", "url": "\(redactedURL(entry.job.uris[0]))"])
+            }
+            fleet.wake()
+            return results
+        }
         for entry in accepted {
             do {
                 try enqueue(entry.job, paused: entry.job.state == .paused, position: entry.position)

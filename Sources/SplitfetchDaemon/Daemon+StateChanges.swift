@@ -9,6 +9,8 @@ import SystemPackage
 extension Daemon {
     /// The queue reported a state change: record the download's state as it is now.
     func stateChanged(_ gid: String) {
+        // In a fleet, only the jobs this daemon holds are its to record.
+        if let fleet, !fleet.holds(gid) { return }
         guard let snapshot = queue.snapshot(gid) else { return }
         let (changed, notification) = state.withLockedValue { state -> (Bool, String?) in
             guard var job = state.jobs[gid], job.state != snapshot.state else { return (false, nil) }
@@ -40,7 +42,11 @@ extension Daemon {
         }
         guard changed else { return }
         writer.persistSoon([gid])
-        if snapshot.state.isFinal { queue.forget(gid) }
+        if snapshot.state.isFinal {
+            queue.forget(gid)
+            // In a fleet the job stays held until its end is read back from the database: until
+            // then its row still names this daemon, and a claim must not take it again.
+        }
         if hooks.command(for: snapshot.state) != nil { runHook(gid) }
         if webhook != nil, snapshot.state == .complete || snapshot.state == .failed { sendWebhook(gid) }
         if let notification { notify(Notification(method: notification, gid: gid)) }

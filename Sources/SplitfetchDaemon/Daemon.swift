@@ -32,6 +32,11 @@ public final class Daemon: Sendable {
     /// What runs when a download finishes.
     let hooks: Hooks
     let webhook: Webhook?
+    /// The daemon's part in a fleet, when the queue is in PostgreSQL (``Fleet``); `nil` for a
+    /// queue of its own.
+    let fleet: Fleet?
+    /// The session made for a per-host connection cap (the queue's own otherwise).
+    let ownedSession: Session?
 
     /// A notification for the API's clients: aria2's method name and the GID.
     public struct Notification: Sendable, Equatable {
@@ -46,9 +51,20 @@ public final class Daemon: Sendable {
     /// - Parameters:
     ///   - schedule: a bandwidth schedule in `--schedule`'s form (see the manual), or `nil`.
     ///   - maximumPerHost: downloads from one host at once, at most; `nil` for no cap.
-    public init(store: any JobStore, root: DownloadRoot, maximumActive: Int = 5, maximumPerHost: Int? = nil, bytesPerSecond: Int64? = nil,
+    ///   - maximumConnectionsPerHost: connections to one host at once, over every download; with
+    ///     a shared queue, over every daemon of the fleet (``FleetHostSlots``). `nil` for no cap.
+    ///   - leaseSeconds: with a shared queue (a ``PostgresJobStore``), how long a claim holds a
+    ///     job without renewal; `pollSeconds`, how often a worker looks for jobs when no
+    ///     notification wakes it.
+    public init(store: any JobStore, root: DownloadRoot, maximumActive: Int = 5, maximumPerHost: Int? = nil,
+                maximumConnectionsPerHost: Int? = nil, bytesPerSecond: Int64? = nil,
                 schedule: String? = nil, hooks: Hooks = Hooks(), webhook: Webhook? = nil,
-                defaults: DownloadOptions = DownloadOptions(), logger: Logger) async throws {
+                defaults: DownloadOptions = DownloadOptions(), leaseSeconds: Double = 30, pollSeconds: Double = 5,
+                logger: Logger) async throws {
+        let fleet = (store as? PostgresJobStore).map {
+            Fleet(store: $0, leaseSeconds: leaseSeconds, pollSeconds: pollSeconds, hostCap: maximumConnectionsPerHost)
+        }
+        self.fleet = fleet
         self.hooks = hooks
         self.webhook = webhook
         let parsedSchedule: BandwidthSchedule?
@@ -61,7 +77,9 @@ public final class Daemon: Sendable {
         self.root = root
         self.logger = logger
         self.defaults = defaults
-        queue = DownloadQueue(maximumActive: maximumActive, bytesPerSecond: bytesPerSecond)
+        let session = maximumConnectionsPerHost.map { Session(maximumConnectionsPerHost: $0, sharedHostCap: fleet?.slots) }
+        ownedSession = session
+        queue = DownloadQueue(session: session, maximumActive: maximumActive, bytesPerSecond: bytesPerSecond)
         queue.setMaximumActivePerHost(maximumPerHost)
         writer = StoreWriter(store: store) { [logger] error in
             logger.error("job changes could not be saved", metadata: ["error": "\(error)"])
@@ -97,6 +115,14 @@ public final class Daemon: Sendable {
                 guard let self else { return [] }
                 return self.state.withLockedValue { state in gids.compactMap { state.jobs[$0] } }
             }
+        }
+        if let fleet {
+            try await restoreFleetCopy(fleet)
+            limits.setSchedule(parsedSchedule, text: schedule ?? "")
+            // Pending hooks and webhooks are not run at a start: in a fleet, another daemon may
+            // have ended the job (a hook runs at most once, never twice).
+            await startFleet(fleet)
+            return
         }
         try await restore()
         limits.setSchedule(parsedSchedule, text: schedule ?? "")
@@ -141,10 +167,18 @@ public final class Daemon: Sendable {
     /// Stops every download (each keeps its data and a final checkpoint), then waits for the
     /// last writes. Their state stays as stored, so the next start resumes them.
     public func shutdown() async {
+        fleet?.stop()
         limits.stop()
         await queue.shutdown()
+        await ownedSession?.shutdown()
         events.cancel()
-        await writer.flush()
+        await writer.close()
+        if let fleet {
+            // The jobs it ran wait again, for any worker, at once (their data is kept).
+            do { try await fleet.store.release(owner: fleet.worker) } catch {
+                logger.warning("leases not let go; they expire", metadata: ["error": "\(PostgresJobStore.describe(error))"])
+            }
+        }
         for listener in listeners.withLockedValue({ $0.values }) { listener.finish() }
     }
 
@@ -246,6 +280,26 @@ public final class Daemon: Sendable {
 
     /// Moves a job in the queue; the new sort key is the midpoint of its new neighbours'.
     func move(_ gid: String, to position: Int) async throws(RPCError) -> Int {
+        if fleet != nil {
+            // The queue's order is the database's: a new sort key between the new neighbours.
+            let order = state.withLockedValue { state -> Double? in
+                var live = state.queueOrder().filter { $0 != gid }
+                guard state.jobs[gid] != nil else { return nil }
+                let index = max(0, min(live.count, position))
+                live.insert(gid, at: index)
+                let before = index > 0 ? state.jobs[live[index - 1]]?.order : nil
+                let after = index + 1 < live.count ? state.jobs[live[index + 1]]?.order : nil
+                return switch (before, after) {
+                case (let b?, let a?): (b + a) / 2
+                case (let b?, nil): b + 1
+                case (nil, let a?): a - 1
+                case (nil, nil): 0
+                }
+            }
+            guard let order else { throw RPCError.notFound(gid) }
+            try await update(gid) { $0.order = order }
+            return max(0, position)
+        }
         guard queue.move(gid, to: position), let moved = queue.snapshot(gid) else { throw RPCError.notFound(gid) }
         let ordered = queue.snapshots().filter { !$0.state.isFinal }.sorted { $0.position < $1.position }
         let orders = state.withLockedValue { state in ordered.map { state.jobs[$0.id]?.order ?? 0 } }

@@ -1,6 +1,11 @@
 import NIOConcurrencyHelpers
 
 /// Writes the daemon's changes in order, batching what waits into one transaction.
+///
+/// A write that fails is told to whoever waits for it, and its records are written again with
+/// the next batch, after a backoff (0.25 s doubling to 8 s): a change nobody waits for (a
+/// download's end) is not lost while the store is away (a database restarting), only late.
+/// After ``close()`` a failed write is given up (logged).
 final class StoreWriter: Sendable {
     let store: any JobStore
     /// The records of these jobs as they are now (the daemon's), read when a batch is written.
@@ -15,6 +20,7 @@ final class StoreWriter: Sendable {
         var waiters: [CheckedContinuation<Void, any Error>] = []
         var running = false
         var idle: [CheckedContinuation<Void, Never>] = []
+        var closing = false
     }
 
     init(store: any JobStore, failed: @escaping @Sendable (any Error) -> Void) {
@@ -59,6 +65,7 @@ final class StoreWriter: Sendable {
     /// Writes batch after batch until nothing waits.
     private func drain() async {
         let source = rows.withLockedValue { $0 }
+        var backoff = 0.25
         while true {
             let batch = state.withLockedValue { pending -> Pending? in
                 if pending.waiters.isEmpty && pending.upserts.isEmpty && pending.deletes.isEmpty {
@@ -78,12 +85,29 @@ final class StoreWriter: Sendable {
             do {
                 try await store.save(upserting: upserts, deleting: Array(deleted))
                 for waiter in batch.waiters { waiter.resume() }
+                backoff = 0.25
             } catch {
                 failed(error)
                 for waiter in batch.waiters { waiter.resume(throwing: error) }
+                let retry = state.withLockedValue { pending -> Bool in
+                    guard !pending.closing else { return false }
+                    // The records as they are in memory (a purge that failed was told so: not again).
+                    pending.upserts += upserts.map(\.gid)
+                    return true
+                }
+                if retry {
+                    try? await Task.sleep(for: .seconds(backoff))
+                    backoff = min(backoff * 2, 8)
+                }
             }
         }
         for waiter in state.withLockedValue({ pending in defer { pending.idle = [] }; return pending.idle }) { waiter.resume() }
+    }
+
+    /// Stops retrying failed writes, then waits for the writes under way.
+    func close() async {
+        state.withLockedValue { $0.closing = true }
+        await flush()
     }
 
     /// Returns once every write asked for so far is done.

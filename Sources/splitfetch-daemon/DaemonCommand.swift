@@ -43,10 +43,17 @@ struct Serve: AsyncParsableCommand {
     var queue: String?
     @Option(help: ArgumentHelp("A file whose first line is the queue database's password (else PGPASSWORD).", valueName: "FILE"))
     var queuePasswordFile: String?
+    @Option(help: ArgumentHelp("With --queue: this daemon's name among the daemons sharing the queue (default: HOSTNAME:STATE-DIR). A daemon restarted under the same name takes its jobs back at once.",
+                               valueName: "NAME"))
+    var workerName: String?
+    @Option(help: ArgumentHelp("With --queue: seconds a claimed job stays with a daemon that stopped renewing it.", valueName: "SECONDS"))
+    var leaseSeconds: Double = 30
     @Option(name: [.customShort("j"), .customLong("max-concurrent-downloads")], help: "Downloads at once.")
     var maxConcurrentDownloads = 5
     @Option(help: "Downloads from one server (host and port) at once, at most.")
     var maxDownloadsPerHost: Int?
+    @Option(help: "Connections to one server (host and port) at once, at most, over every download; with --queue, over every daemon sharing the queue (each connection then closes after its request).")
+    var maxConnectionsPerHost: Int?
     @Option(name: [.customShort("n"), .customLong("split")], help: "Connections per download, unless a download says otherwise.")
     var split = 8
     @Option(help: "Rate limit for the whole queue in bytes per second (K and M suffixes); 0 for none.")
@@ -89,15 +96,18 @@ struct Serve: AsyncParsableCommand {
         let secret = try Secret.load(file: secretFile.map { FilePath($0) }, stateDirectory: state)
         let root = try DownloadRoot(FilePath(dir ?? FileSystemCWD.current))
         let limit = try Aria2Options.size("--max-overall-download-limit", maxOverallDownloadLimit, atLeast: 0)
+        if leaseSeconds < 1 { throw ValidationError("--lease-seconds must be at least 1") }
         let store = try await openStore(state: state, logger: logger)
         var defaults = DownloadOptions()
         defaults.connections = split
         if let maxDownloadsPerHost, maxDownloadsPerHost < 1 { throw ValidationError("--max-downloads-per-host must be at least 1") }
+        if let maxConnectionsPerHost, maxConnectionsPerHost < 1 { throw ValidationError("--max-connections-per-host must be at least 1") }
         let daemon = try await Daemon(store: store, root: root, maximumActive: maxConcurrentDownloads, maximumPerHost: maxDownloadsPerHost,
+                                      maximumConnectionsPerHost: maxConnectionsPerHost,
                                       bytesPerSecond: limit == 0 ? nil : limit, schedule: schedule,
                                       hooks: Hooks(onComplete: onComplete, onError: onError, timeout: .seconds(max(1, hookTimeout))),
                                       webhook: try webhookConfiguration(),
-                                      defaults: defaults, logger: logger)
+                                      defaults: defaults, leaseSeconds: leaseSeconds, logger: logger)
         let eventWriter = try events.map { try EventFile(path: $0, daemon: daemon) }
         let rpc = Aria2RPC(daemon: daemon, secret: secret)
         var configuration = DaemonServer.Configuration(host: host, port: port)
@@ -130,7 +140,9 @@ struct Serve: AsyncParsableCommand {
     /// The queue's store: PostgreSQL with --queue, else the SQLite file in the state directory.
     func openStore(state: FilePath, logger: Logger) async throws -> any JobStore {
         guard let queue else {
-            if queuePasswordFile != nil { throw ValidationError("--queue-password-file is for a --queue postgres:// URL") }
+            if queuePasswordFile != nil || workerName != nil {
+                throw ValidationError("--queue-password-file and --worker-name are for a --queue postgres:// URL")
+            }
             return try SQLiteJobStore(path: state.appending("jobs.sqlite").string)
         }
         let password = try queuePasswordFile.map { path -> String in
@@ -139,8 +151,9 @@ struct Serve: AsyncParsableCommand {
         }
         let address: PostgresAddress
         do { address = try PostgresAddress.parse(queue, password: password) } catch { throw ValidationError(error.description) }
-        logger.notice("queue in PostgreSQL", metadata: ["queue": "\(address)"])
-        return try await PostgresJobStore(address, logger: logger)
+        let worker = workerName ?? "\(Self.hostName()):\(state)"
+        logger.notice("queue in PostgreSQL", metadata: ["queue": "\(address)", "worker": "\(worker)"])
+        return try await PostgresJobStore(address, worker: worker, logger: logger)
     }
 
     func webhookConfiguration() throws -> Webhook? {
@@ -155,6 +168,12 @@ struct Serve: AsyncParsableCommand {
             return Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
         }
         return Webhook(url: url, key: key)
+    }
+
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        return String(cString: buffer)
     }
 
     static func defaultStateDirectory() -> String {

@@ -167,29 +167,18 @@ public struct Aria2RPC: Sendable {
             return .string(try await daemon.add(uris: uris, options: options, position: position))
         case "aria2.remove", "aria2.forceRemove":
             let gid = try gid(p)
-            guard let job = daemon.job(gid), !job.state.isFinal, daemon.queue.remove(gid) else {
-                throw RPCError.failed("Active Download not found for GID#\(gid)")
-            }
-            try await daemon.recordQueueState([gid])
+            try await daemon.remove(gid)
             return .string(gid)
         case "aria2.pause", "aria2.forcePause":
             let gid = try gid(p)
-            guard daemon.job(gid).map({ !$0.state.isFinal }) == true, daemon.queue.pause(gid) else {
-                throw RPCError.failed("GID#\(gid) cannot be paused now")
-            }
-            try await daemon.recordQueueState([gid])
+            try await daemon.pause(gid)
             return .string(gid)
         case "aria2.unpause":
             let gid = try gid(p)
-            guard daemon.job(gid)?.state == .paused, daemon.queue.resume(gid) else {
-                throw RPCError.failed("GID#\(gid) cannot be unpaused now")
-            }
-            try await daemon.recordQueueState([gid])
+            try await daemon.unpause(gid)
             return .string(gid)
         case "aria2.pauseAll", "aria2.forcePauseAll", "aria2.unpauseAll":
-            let pausing = method != "aria2.unpauseAll"
-            if pausing { daemon.queue.pauseAll() } else { daemon.queue.resumeAll() }
-            try await daemon.recordQueueState(daemon.allJobs().filter { !$0.state.isFinal }.map(\.gid))
+            try await daemon.pauseAll(method != "aria2.unpauseAll")
             return "OK"
         case "aria2.tellStatus":
             let gid = try gid(p)

@@ -1,0 +1,251 @@
+import DownloadCore
+import FoundationEssentials
+import Logging
+import NIOConcurrencyHelpers
+import Splitfetch
+
+/// The fleet's loops: claiming, renewing, and hearing other daemons' changes (see ``Fleet``).
+extension Daemon {
+    /// Reads the whole queue into the daemon's copy; runs nothing yet.
+    func restoreFleetCopy(_ fleet: Fleet) async throws {
+        let rows = try await fleet.store.loadAllRows()
+        state.withLockedValue { state in for row in rows { state.store(row.job) } }
+        fleet.state.withLockedValue { state in for row in rows { state.versions[row.job.gid] = row.version } }
+        logger.info("queue read", metadata: ["jobs": "\(rows.count)", "worker": "\(fleet.worker)"])
+    }
+
+    /// Starts claiming, renewing and listening.
+    func startFleet(_ fleet: Fleet) async {
+        await fleet.slots?.start(logger: logger)
+        let changes = fleet.store.changes()
+        let tasks: [Task<Void, Never>] = [
+            Task { [weak self] in _ = await self?.claimLoop(fleet) },
+            Task { [weak self] in _ = await self?.renewLoop(fleet) },
+            Task { [weak self] in
+                for await change in changes {
+                    guard let self else { return }
+                    self.heard(change, fleet)
+                }
+            },
+            // The slow poll: a claim now and then even when no notification came.
+            Task { [fleet] in
+                while !Task.isCancelled {
+                    fleet.wake()
+                    try? await Task.sleep(for: .seconds(fleet.pollSeconds))
+                }
+            },
+        ]
+        fleet.state.withLockedValue { $0.tasks = tasks }
+    }
+
+    /// Claims as many jobs as there are free slots, whenever woken.
+    private func claimLoop(_ fleet: Fleet) async {
+        var backoff = 0.25
+        for await _ in fleet.wakes {
+            while !Task.isCancelled {
+                let held = fleet.held
+                let free = queue.maximumActive - held.count
+                guard free > 0 else { break }
+                let jobs: [PostgresJobStore.Row]
+                do {
+                    jobs = try await fleet.store.claimRows(owner: fleet.worker, count: free, seconds: fleet.leaseSeconds, holding: Array(held))
+                    backoff = 0.25
+                    if fleet.state.withLockedValue({ state in defer { state.claimWarned = false }; return state.claimWarned }) {
+                        logger.notice("claiming again: the queue's database answers")
+                    }
+                } catch {
+                    if !fleet.state.withLockedValue({ state in defer { state.claimWarned = true }; return state.claimWarned }) {
+                        logger.warning("cannot claim jobs; running downloads go on, claims retry with backoff",
+                                       metadata: ["error": "\(PostgresJobStore.describe(error))"])
+                    }
+                    try? await Task.sleep(for: .seconds(backoff))
+                    backoff = min(backoff * 2, 8)
+                    break
+                }
+                for job in jobs { adopt(job, fleet) }
+                if jobs.count < free { break }
+            }
+        }
+    }
+
+    /// Runs a claimed job here.
+    private func adopt(_ claimed: PostgresJobStore.Row, _ fleet: Fleet) {
+        var job = claimed.job
+        fleet.state.withLockedValue { state in
+            state.held.insert(job.gid)
+            state.versions[job.gid] = max(state.versions[job.gid] ?? 0, claimed.version)
+        }
+        state.withLockedValue { $0.store(job) }
+        // Finished by a worker that died before it recorded it (shared storage): the file is in
+        // place and its partial gone.
+        if FileManagerLite.exists(job.destination), !FileManagerLite.exists(job.destination + ".part"), job.options["conditional-get"] != "true" {
+            job.state = .complete
+            job.totalLength = FileManagerLite.size(job.destination)
+            job.completedLength = job.totalLength
+            job.finishedAt = Date().timeIntervalSince1970
+            finishAdopted(job, fleet)
+            return
+        }
+        do {
+            try enqueue(job, paused: false)
+        } catch {
+            job.state = .failed
+            job.errorCode = error.code.description
+            job.errorMessage = error.message
+            job.finishedAt = Date().timeIntervalSince1970
+            finishAdopted(job, fleet)
+        }
+    }
+
+    /// Records the end of a claimed job that did not run (held until the end is read back).
+    private func finishAdopted(_ job: Job, _ fleet: Fleet) {
+        state.withLockedValue { $0.store(job) }
+        writer.persistSoon([job.gid])
+        if let method = Self.notification(for: job.state) { notify(Notification(method: method, gid: job.gid)) }
+        fleet.wake()
+    }
+
+    /// Stops running `gids` here, keeping their data: another worker holds them now, or they
+    /// were paused or removed. Their records come from the database. (Also how a job that ended
+    /// here is let go once its end is read back: nothing runs then.)
+    func letGo(_ gids: [String], _ fleet: Fleet) {
+        let dropped = fleet.state.withLockedValue { state in gids.filter { state.held.remove($0) != nil } }
+        for gid in dropped {
+            queue.remove(gid)
+            queue.forget(gid)
+        }
+        if !dropped.isEmpty { fleet.wake() }
+    }
+
+    /// Renews the leases every third of a lease; stops what is no longer held.
+    private func renewLoop(_ fleet: Fleet) async {
+        while !Task.isCancelled {
+            let every = fleet.state.withLockedValue { $0.keeping.renewEvery }
+            try? await Task.sleep(for: .seconds(every))
+            let asked = Array(fleet.held)
+            let sentAt = fleet.now
+            guard !asked.isEmpty else {
+                fleet.state.withLockedValue { $0.keeping.idle(at: sentAt) }
+                continue
+            }
+            if fleet.slots != nil { try? await fleet.store.renewSlots(seconds: fleet.leaseSeconds) }
+            do {
+                let still = try await fleet.store.renew(owner: fleet.worker, gids: asked, seconds: fleet.leaseSeconds)
+                let lost = fleet.state.withLockedValue { state in
+                    state.keeping.renewed(sentAt: sentAt, asked: asked, held: still, running: state.held)
+                }
+                if !lost.isEmpty {
+                    logger.notice("leases lost; those downloads stop here", metadata: ["jobs": "\(lost.count)"])
+                    letGo(lost, fleet)
+                }
+            } catch {
+                if fleet.state.withLockedValue({ $0.keeping.renewalFailed(at: fleet.now) }) {
+                    let all = Array(fleet.held)
+                    logger.warning("leases could not be renewed in time; downloads stop here until the database answers",
+                                   metadata: ["jobs": "\(all.count)", "error": "\(PostgresJobStore.describe(error))"])
+                    letGo(all, fleet)
+                }
+            }
+        }
+    }
+
+    /// A notification: reads the announced rows back (batched while a read is under way).
+    private func heard(_ change: PostgresJobStore.Change, _ fleet: Fleet) {
+        if case .slotFreed = change {
+            fleet.slots?.wake()
+            return
+        }
+        if change == .missed { fleet.slots?.wake() }
+        let start = fleet.state.withLockedValue { state -> Bool in
+            switch change {
+            case .jobs(let gids): state.announced.formUnion(gids)
+            case .missed: state.rereadAll = true
+            case .slotFreed: break
+            }
+            defer { state.reading = true }
+            return !state.reading
+        }
+        fleet.wake()
+        guard start else { return }
+        Task { await self.readAnnounced(fleet) }
+    }
+
+    private func readAnnounced(_ fleet: Fleet) async {
+        var backoff = 0.25
+        while !Task.isCancelled {
+            let (gids, all) = fleet.state.withLockedValue { state -> ([String], Bool) in
+                guard !state.announced.isEmpty || state.rereadAll else {
+                    state.reading = false
+                    return ([], false)
+                }
+                defer {
+                    state.announced = []
+                    state.rereadAll = false
+                }
+                return (Array(state.announced), state.rereadAll)
+            }
+            guard all || !gids.isEmpty else { return }
+            do {
+                let rows = all ? try await fleet.store.loadAllRows() : try await fleet.store.load(gids)
+                let asked = all ? Array(Set(rows.map(\.job.gid)).union(state.withLockedValue { Array($0.jobs.keys) })) : gids
+                apply(rows, asked: asked, fleet)
+                backoff = 0.25
+            } catch {
+                fleet.state.withLockedValue { state in
+                    state.announced.formUnion(gids)
+                    if all { state.rereadAll = true }
+                }
+                try? await Task.sleep(for: .seconds(backoff))
+                backoff = min(backoff * 2, 8)
+            }
+        }
+    }
+
+    /// Takes the database's rows of `asked` into the daemon's copy: a job this daemon runs is
+    /// stopped when the row says it may not run here any more; a job that is gone is forgotten.
+    /// A change of state is announced to this daemon's API clients.
+    func apply(_ rows: [PostgresJobStore.Row], asked: [String], _ fleet: Fleet) {
+        let found = Dictionary(rows.map { ($0.job.gid, $0) }, uniquingKeysWith: { a, _ in a })
+        var stop: [String] = []
+        var changed: [(String, DownloadState)] = []
+        // Rows no newer than what the daemon knows are old reads (a read under way while the
+        // job was claimed or changed): skipped.
+        let (held, fresh) = fleet.state.withLockedValue { state -> (Set<String>, Set<String>) in
+            var fresh: Set<String> = []
+            for gid in asked {
+                guard let row = found[gid] else {
+                    state.versions[gid] = nil
+                    fresh.insert(gid)
+                    continue
+                }
+                if let known = state.versions[gid], row.version <= known { continue }
+                state.versions[gid] = row.version
+                fresh.insert(gid)
+            }
+            return (state.held, fresh)
+        }
+        state.withLockedValue { state in
+            for gid in asked where fresh.contains(gid) {
+                guard let row = found[gid] else {
+                    if held.contains(gid) { stop.append(gid) }
+                    if let job = state.jobs[gid] { state.forget(job) }
+                    continue
+                }
+                if held.contains(gid) {
+                    // Ours while the row says so: this daemon's record is the newer one.
+                    if row.holder == fleet.worker && (row.job.state == .active || row.job.state == .waiting) { continue }
+                    // Paused, removed or claimed elsewhere: stopped. Ended here (the end read
+                    // back): let go, with nothing left to stop.
+                    stop.append(gid)
+                }
+                let old = state.jobs[gid]
+                state.store(row.job)
+                if old?.state != row.job.state { changed.append((gid, row.job.state)) }
+            }
+        }
+        if !stop.isEmpty { letGo(stop, fleet) }
+        for (gid, newState) in changed {
+            if let method = Self.notification(for: newState) { notify(Notification(method: method, gid: gid)) }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import DownloadCore
+import NIOConcurrencyHelpers
+
+/// A daemon's part in a fleet: many daemons, on many hosts, sharing one queue in PostgreSQL.
+///
+/// Every daemon keeps a copy of the whole queue (for the API: any daemon lists, adds, pauses and
+/// removes any job), kept fresh by the table's `NOTIFY`s. It runs only the jobs it claimed: at
+/// most its `max-concurrent-downloads`, each under a lease it renews (``LeaseKeeping``). The
+/// database row is the truth: a daemon that finds a job it runs paused, removed, or held by
+/// another worker stops it at once, keeping its data for whoever resumes it.
+final class Fleet: Sendable {
+    let store: PostgresJobStore
+    /// Seconds a claim or renewal holds a job.
+    let leaseSeconds: Double
+    /// Seconds between claims when no notification wakes the daemon (the fallback).
+    let pollSeconds: Double
+    let state: NIOLockedValueBox<State>
+    let wakes: AsyncStream<Void>
+    private let wakeUp: AsyncStream<Void>.Continuation
+    private let started = ContinuousClock.now
+    /// The per-host cap across the fleet, when there is one.
+    let slots: FleetHostSlots?
+
+    struct State {
+        /// The jobs this daemon claimed and has not let go: running, or ended with the end not
+        /// yet read back from the database (its row names this daemon until then).
+        var held: Set<String> = []
+        var keeping: LeaseKeeping
+        /// Each job's row version as last read: an older read is skipped.
+        var versions: [String: Int64] = [:]
+        /// Jobs announced changed and not yet read back.
+        var announced: Set<String> = []
+        var reading = false
+        /// Whether every row must be read again (the listener reconnected).
+        var rereadAll = false
+        var tasks: [Task<Void, Never>] = []
+        /// A claim failed: warned once until one succeeds.
+        var claimWarned = false
+    }
+
+    init(store: PostgresJobStore, leaseSeconds: Double, pollSeconds: Double, hostCap: Int?) {
+        self.store = store
+        slots = hostCap.map { FleetHostSlots(store: store, cap: $0, leaseSeconds: leaseSeconds) }
+        self.leaseSeconds = leaseSeconds
+        self.pollSeconds = pollSeconds
+        state = NIOLockedValueBox(State(keeping: LeaseKeeping(leaseSeconds: leaseSeconds, now: 0)))
+        (wakes, wakeUp) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    var worker: String { store.worker }
+
+    /// Seconds since the daemon started (monotonic).
+    var now: Double {
+        let elapsed = ContinuousClock.now - started
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
+    /// Asks the claimer to look for work now.
+    func wake() { wakeUp.yield() }
+
+    func holds(_ gid: String) -> Bool { state.withLockedValue { $0.held.contains(gid) } }
+
+    var held: Set<String> { state.withLockedValue { $0.held } }
+
+    /// Stops the fleet's loops.
+    func stop() {
+        slots?.stop()
+        wakeUp.finish()
+        for task in state.withLockedValue({ $0.tasks }) { task.cancel() }
+    }
+}
