@@ -62,15 +62,20 @@ extension Daemon {
                     backoff = min(backoff * 2, 8)
                     break
                 }
-                for job in jobs { adopt(job, fleet) }
+                for job in jobs { await adopt(job, fleet) }
                 if jobs.count < free { break }
             }
         }
     }
 
     /// Runs a claimed job here.
-    private func adopt(_ claimed: PostgresJobStore.Row, _ fleet: Fleet) {
+    private func adopt(_ claimed: PostgresJobStore.Row, _ fleet: Fleet) async {
         var job = claimed.job
+        // Let go here a moment ago and still stopping: its download must end before it runs again.
+        if let stopping = fleet.state.withLockedValue({ $0.stopping[job.gid] }) {
+            await stopping.value
+            fleet.state.withLockedValue { _ = $0.stopping.removeValue(forKey: job.gid) }
+        }
         fleet.state.withLockedValue { state in
             state.held.insert(job.gid)
             state.versions[job.gid] = max(state.versions[job.gid] ?? 0, claimed.version)
@@ -111,8 +116,12 @@ extension Daemon {
     func letGo(_ gids: [String], _ fleet: Fleet) {
         let dropped = fleet.state.withLockedValue { state in gids.filter { state.held.remove($0) != nil } }
         for gid in dropped {
-            queue.remove(gid)
-            queue.forget(gid)
+            let queue = queue
+            let task = Task {
+                await queue.discard(gid)
+                fleet.state.withLockedValue { _ = $0.stopping.removeValue(forKey: gid) }
+            }
+            fleet.state.withLockedValue { $0.stopping[gid] = task }
         }
         if !dropped.isEmpty { fleet.wake() }
     }

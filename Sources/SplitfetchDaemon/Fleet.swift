@@ -26,6 +26,8 @@ final class Fleet: Sendable {
         /// yet read back from the database (its row names this daemon until then).
         var held: Set<String> = []
         var keeping: LeaseKeeping
+        /// Jobs let go whose downloads are still stopping here: claimed again, they wait for it.
+        var stopping: [String: Task<Void, Never>] = [:]
         /// Each job's row version as last read: an older read is skipped.
         var versions: [String: Int64] = [:]
         /// Jobs announced changed and not yet read back.

@@ -190,6 +190,27 @@ struct JobStoreTests {
         }
     }
 
+    @Test(.enabled(if: PostgresServer.url != nil)) func oneUnfinishedJobPerFileAcrossTheFleet() async throws {
+        try await PostgresServer.withDatabase { address in
+            let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
+            var first = Self.waitingJobs(1)[0]
+            try await a.save(upserting: [first], deleting: [])
+            var second = first
+            second.gid = "00000000000000ff"
+            let refused = await #expect(throws: StoreError.self) { try await a.save(upserting: [second], deleting: []) }
+            guard case .sameFile = refused else {
+                Issue.record("a second unfinished job for one file: \(String(describing: refused))")
+                return
+            }
+            // Once the first is done, the file may be downloaded again (a refresh).
+            first.state = .complete
+            try await a.save(upserting: [first], deleting: [])
+            try await a.save(upserting: [second], deleting: [])
+            #expect(try await a.loadAll().count == 2)
+            await a.close()
+        }
+    }
+
     @Test(.enabled(if: PostgresServer.url != nil)) func everyChangeIsAnnouncedToTheListeningWorkers() async throws {
         try await PostgresServer.withDatabase { address in
             let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)

@@ -168,6 +168,33 @@ struct QueueTests {
         }
     }
 
+    /// A running download discarded is stopped and forgotten when `discard` returns: its data is
+    /// kept, and the same identifier added again resumes it.
+    @Test func aDiscardedDownloadIsGoneWhenDiscardReturnsAndResumesWhenAddedAgain() async throws {
+        try await withServer(.init(rateLimit: 1 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 4 << 20
+                let queue = DownloadQueue(maximumActive: 2)
+                let path = dir + "/d.bin"
+                let id = try queue.add(server.url(size: size), to: FilePath(path), options: testOptions(connections: 4))
+                for await event in queue.subscribe(to: id) {
+                    if let progress = event.event?.progress, progress.bytesWritten > 256 << 10 { break }
+                }
+                #expect(await queue.discard(id))
+                #expect(queue.snapshot(id) == nil)
+                #expect(!(await queue.discard(id)))
+                #expect(fileExists(path + ".part") && !fileExists(path))
+                _ = try queue.add(server.url(size: size), to: FilePath(path), options: testOptions(connections: 4), id: id)
+                await queue.waitUntilIdle()
+                let done = try #require(queue.snapshot(id))
+                #expect(done.state == .complete)
+                #expect(try #require(done.statistics).resumedBytes > 0)
+                #expect(try sha256HexOfFile(atPath: path) == SyntheticContent(size: size).sha256Hex())
+                await queue.shutdown()
+            }
+        }
+    }
+
     /// One at a time: when the next download starts, the one before it has already reported
     /// every byte, so no snapshot shows two downloads short of their size at once.
     @Test func aDownloadReportsEveryByteBeforeTheNextTakesItsSlot() async throws {

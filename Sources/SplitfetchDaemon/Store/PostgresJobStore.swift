@@ -244,8 +244,17 @@ public final class PostgresJobStore: JobStore {
         let records = try upserting.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
         do {
             try await saveRows(gids: gids, orders: orders, states: states, records: records, priorities: priorities, deleting: deleting)
+        } catch let error as PostgresTransactionError {
+            if let cause = error.closureError as? PSQLError, cause.serverInfo?[.sqlState] == "23505" {
+                throw StoreError.sameFile(Self.describe(cause))
+            }
+            throw StoreError.unavailable(Self.describe(error))
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
             throw StoreError.sameFile(Self.describe(error))
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError.unavailable(Self.describe(error))
         }
     }
 
@@ -277,7 +286,12 @@ public final class PostgresJobStore: JobStore {
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return message }
+            if let underlying = error.underlying { return describe(underlying) }
             return "\(error.code)"
+        }
+        if let error = error as? PostgresTransactionError,
+           let cause = error.beginError ?? error.closureError ?? error.commitError ?? error.rollbackError {
+            return describe(cause)
         }
         return "\(error)"
     }

@@ -176,6 +176,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable, Equatable {
     /// Another unfinished job of the queue writes the same file (one added through another daemon
     /// of a fleet a moment before).
     case sameFile(String)
+    /// The queue's database did not take the write (it is away, or restarting).
+    case unavailable(String)
 
     public var description: String {
         switch self {
@@ -187,6 +189,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable, Equatable {
             "cannot open the job database \(path): \(detail)"
         case .sameFile(let detail):
             "another download in the queue writes that file (\(detail))"
+        case .unavailable(let detail):
+            "the queue's database did not take the change: \(detail)"
         }
     }
 }
