@@ -80,6 +80,9 @@ extension Daemon {
             state.held.insert(job.gid)
             state.versions[job.gid] = max(state.versions[job.gid] ?? 0, claimed.version)
         }
+        // Waiting here until the library queue starts it: that start is what this daemon's
+        // clients hear (onDownloadStart), as for a job of its own queue.
+        job.state = .waiting
         state.withLockedValue { $0.store(job) }
         // Finished by a worker that died before it recorded it (shared storage): the file is in
         // place and its partial gone.

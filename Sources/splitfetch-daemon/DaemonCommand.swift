@@ -48,6 +48,9 @@ struct Serve: AsyncParsableCommand {
     var workerName: String?
     @Option(help: ArgumentHelp("With --queue: seconds a claimed job stays with a daemon that stopped renewing it.", valueName: "SECONDS"))
     var leaseSeconds: Double = 30
+    @Option(help: ArgumentHelp("With --queue: seconds between looks for jobs when no notification came (the fallback).",
+                               valueName: "SECONDS", visibility: .hidden))
+    var pollSeconds: Double = 5
     @Option(name: [.customShort("j"), .customLong("max-concurrent-downloads")], help: "Downloads at once.")
     var maxConcurrentDownloads = 5
     @Option(help: "Downloads from one server (host and port) at once, at most.")
@@ -97,6 +100,7 @@ struct Serve: AsyncParsableCommand {
         let root = try DownloadRoot(FilePath(dir ?? FileSystemCWD.current))
         let limit = try Aria2Options.size("--max-overall-download-limit", maxOverallDownloadLimit, atLeast: 0)
         if leaseSeconds < 1 { throw ValidationError("--lease-seconds must be at least 1") }
+        if pollSeconds < 0.1 { throw ValidationError("--poll-seconds must be at least 0.1") }
         let store = try await openStore(state: state, logger: logger)
         var defaults = DownloadOptions()
         defaults.connections = split
@@ -107,7 +111,8 @@ struct Serve: AsyncParsableCommand {
                                       bytesPerSecond: limit == 0 ? nil : limit, schedule: schedule,
                                       hooks: Hooks(onComplete: onComplete, onError: onError, timeout: .seconds(max(1, hookTimeout))),
                                       webhook: try webhookConfiguration(),
-                                      defaults: defaults, leaseSeconds: leaseSeconds, logger: logger)
+                                      defaults: defaults, leaseSeconds: leaseSeconds, pollSeconds: pollSeconds,
+                                      logger: logger)
         let eventWriter = try events.map { try EventFile(path: $0, daemon: daemon) }
         let rpc = Aria2RPC(daemon: daemon, secret: secret)
         var configuration = DaemonServer.Configuration(host: host, port: port)
