@@ -35,6 +35,7 @@ from nginxconf import nginx_conf
 from http2 import http2_scenarios, http2_verdicts
 from ftp import ftp_scenarios, ftp_verdicts
 from daemon import daemon_scenarios, daemon_verdicts
+from fleet import fleet_scenarios, fleet_verdicts
 from mirrors import mirror_scenarios, mirror_verdicts
 from pipe import pipe_scenarios, pipe_verdicts
 
@@ -349,7 +350,8 @@ def main():
                          "'n' = a refresh of 2,000 unchanged files through a 50 ms relay: -N against wget2 -N, aria2c --conditional-get, curl --etag-compare; "
                          "'h2' = nginx with TLS and h2 through a 50 ms relay: 1,000 files of 64 KiB against curl --parallel, wget2 and aria2, "
                          "and 1 GiB at 4 MiB/s per request over 16 connections with --http2 auto, never and always; "
-                         "'ftp' = 256 MiB from vsftpd at 4 MiB/s per connection, -n 8, against lftp pget -n 8, aria2c -x8 -s8 and axel -n 8")
+                         "'ftp' = 256 MiB from vsftpd at 4 MiB/s per connection, -n 8, against lftp pget -n 8, aria2c -x8 -s8 and axel -n 8; "
+                         "'fleet' = 1,000 files of 64 KiB at a 50 ms round trip drained by one, two and four daemons on one PostgreSQL queue")
     ap.add_argument("--tools", default="splitfetch,aria2,axel,lftp,wget2,curl,wget")
     ap.add_argument("--quick", action="store_true", help="smaller files, one N per scenario (a smoke run)")
     ap.add_argument("--results", default=os.path.join(ROOT, "Benchmarks", "results", "latest"))
@@ -403,6 +405,7 @@ def main():
     refresh_results = {}
     http2_results = {}
     ftp_results = {}
+    fleet_results = {}
     servers = []
     try:
         nginx = None
@@ -512,6 +515,11 @@ def main():
             servers.append(td)
             daemon_results = daemon_scenarios(args, work, out_dir, scenarios, synthetic_files, td, run_many, many_commands,
                                               result_row, rows, free_port, sha256_file, q, round_order, settle_disk)
+        if "fleet" in scenarios:
+            tf = TestServer(work, args.testserver, 0, latency_ms=50)
+            servers.append(tf)
+            fleet_results = fleet_scenarios(args, work, out_dir, synthetic_files, tf, result_row, rows, free_port, sha256_file, q,
+                                            settle_disk)
         if "h2" in scenarios:
             http2_results = http2_scenarios(args, work, www, servers, measured_run, result_row, rows, sha256_file, q, round_order,
                                             settle_disk, free_port, wait_port, tools, make_file)
@@ -623,7 +631,7 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     write_results(args.results, rows)
-    verdicts = integrity_verdicts(rows) + pipe_verdicts(rows) + mirror_verdicts(rows) + daemon_verdicts(daemon_results) + refresh_verdicts(refresh_results) + http2_verdicts(http2_results) + ftp_verdicts(ftp_results)
+    verdicts = integrity_verdicts(rows) + pipe_verdicts(rows) + mirror_verdicts(rows) + daemon_verdicts(daemon_results) + refresh_verdicts(refresh_results) + http2_verdicts(http2_results) + ftp_verdicts(ftp_results) + fleet_verdicts(fleet_results)
     for run, intervals in enumerate(rate_changes):
         within = all(abs(i["ratio"] - 1) <= 0.10 for i in intervals) and len(intervals) == 3
         verdicts.append(f"rc run {run + 1}: rate changed while running, measured / cap per 4 s interval: " + ", ".join(

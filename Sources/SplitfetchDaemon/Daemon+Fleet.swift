@@ -43,12 +43,19 @@ extension Daemon {
         var backoff = 0.25
         for await _ in fleet.wakes {
             while !Task.isCancelled {
-                let held = fleet.held
-                let free = queue.maximumActive - held.count
+                let (held, running) = fleet.state.withLockedValue { ($0.held, $0.running) }
+                let free = queue.maximumActive - running
                 guard free > 0 else { break }
                 let jobs: [PostgresJobStore.Row]
                 do {
+                    let sent = fleet.now
                     jobs = try await fleet.store.claimRows(owner: fleet.worker, count: free, seconds: fleet.leaseSeconds, holding: Array(held))
+                    let took = fleet.now - sent
+                    fleet.state.withLockedValue { state in
+                        state.statistics.claims += 1
+                        state.statistics.claimedJobs += jobs.count
+                        state.statistics.claimSeconds += took
+                    }
                     backoff = 0.25
                     if fleet.state.withLockedValue({ state in defer { state.claimWarned = false }; return state.claimWarned }) {
                         logger.notice("claiming again: the queue's database answers")
@@ -107,6 +114,7 @@ extension Daemon {
 
     /// Records the end of a claimed job that did not run (held until the end is read back).
     private func finishAdopted(_ job: Job, _ fleet: Fleet) {
+        fleet.state.withLockedValue { _ = $0.ended.insert(job.gid) }
         state.withLockedValue { $0.store(job) }
         writer.persistSoon([job.gid])
         if let method = Self.notification(for: job.state) { notify(Notification(method: method, gid: job.gid)) }
@@ -117,7 +125,12 @@ extension Daemon {
     /// were paused or removed. Their records come from the database. (Also how a job that ended
     /// here is let go once its end is read back: nothing runs then.)
     func letGo(_ gids: [String], _ fleet: Fleet) {
-        let dropped = fleet.state.withLockedValue { state in gids.filter { state.held.remove($0) != nil } }
+        let dropped = fleet.state.withLockedValue { state in
+            gids.filter { gid in
+                state.ended.remove(gid)
+                return state.held.remove(gid) != nil
+            }
+        }
         for gid in dropped {
             let queue = queue
             let task = Task {
@@ -143,13 +156,18 @@ extension Daemon {
             if fleet.slots != nil { try? await fleet.store.renewSlots(seconds: fleet.leaseSeconds) }
             do {
                 let still = try await fleet.store.renew(owner: fleet.worker, gids: asked, seconds: fleet.leaseSeconds)
-                let lost = fleet.state.withLockedValue { state in
-                    state.keeping.renewed(sentAt: sentAt, asked: asked, held: still, running: state.held)
+                // A job that ended here lets its lease go with its end: not a loss.
+                let (lost, endedHere) = fleet.state.withLockedValue { state -> ([String], [String]) in
+                    state.statistics.renewals += 1
+                    let gone = state.keeping.renewed(sentAt: sentAt, asked: asked, held: still, running: state.held)
+                    let lost = gone.filter { !state.ended.contains($0) }
+                    state.statistics.leasesLost += lost.count
+                    return (lost, gone.filter { state.ended.contains($0) })
                 }
                 if !lost.isEmpty {
                     logger.notice("leases lost; those downloads stop here", metadata: ["jobs": "\(lost.count)"])
-                    letGo(lost, fleet)
                 }
+                if !lost.isEmpty || !endedHere.isEmpty { letGo(lost + endedHere, fleet) }
             } catch {
                 if fleet.state.withLockedValue({ $0.keeping.renewalFailed(at: fleet.now) }) {
                     let all = Array(fleet.held)

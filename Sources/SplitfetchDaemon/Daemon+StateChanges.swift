@@ -45,7 +45,14 @@ extension Daemon {
         if snapshot.state.isFinal {
             queue.forget(gid)
             // In a fleet the job stays held until its end is read back from the database: until
-            // then its row still names this daemon, and a claim must not take it again.
+            // then its row still names this daemon, and a claim must not take it again. Its slot
+            // is free at once: the next claim goes out while the end is written.
+            if let fleet {
+                fleet.state.withLockedValue { state in
+                    if state.held.contains(gid) { state.ended.insert(gid) }
+                }
+                fleet.wake()
+            }
         }
         if hooks.command(for: snapshot.state) != nil { runHook(gid) }
         if webhook != nil, snapshot.state == .complete || snapshot.state == .failed { sendWebhook(gid) }

@@ -25,6 +25,11 @@ final class Fleet: Sendable {
         /// The jobs this daemon claimed and has not let go: running, or ended with the end not
         /// yet read back from the database (its row names this daemon until then).
         var held: Set<String> = []
+        /// The held jobs that ended here: their slots are free already.
+        var ended: Set<String> = []
+
+        /// Held jobs that take a slot here.
+        var running: Int { held.count - ended.count }
         var keeping: LeaseKeeping
         /// Jobs let go whose downloads are still stopping here: claimed again, they wait for it.
         var stopping: [String: Task<Void, Never>] = [:]
@@ -38,6 +43,18 @@ final class Fleet: Sendable {
         var tasks: [Task<Void, Never>] = []
         /// A claim failed: warned once until one succeeds.
         var claimWarned = false
+        var statistics = Statistics()
+    }
+
+    /// What claiming cost this daemon so far (`splitfetch.getFleetStat`).
+    struct Statistics: Sendable {
+        /// Claim queries answered, the jobs they returned, and their time in all.
+        var claims = 0
+        var claimedJobs = 0
+        var claimSeconds = 0.0
+        /// Leases renewed (queries) and lost.
+        var renewals = 0
+        var leasesLost = 0
     }
 
     init(store: PostgresJobStore, leaseSeconds: Double, pollSeconds: Double, hostCap: Int?) {

@@ -28,6 +28,15 @@ final class FleetHostSlots: SharedHostCap, Sendable {
         /// Asked before the continuation was stored: cancelled already.
         var cancelled: Set<UInt64> = []
         var stopped = false
+        /// Slot queries answered, the slots they gave, and their time in all.
+        var queries = 0
+        var granted = 0
+        var seconds = 0.0
+    }
+
+    /// Slot queries answered, slots granted, and the queries' time in all (seconds).
+    var statistics: (queries: Int, granted: Int, seconds: Double) {
+        state.withLockedValue { ($0.queries, $0.granted, $0.seconds) }
     }
 
     init(store: PostgresJobStore, cap: Int, leaseSeconds: Double) {
@@ -124,7 +133,14 @@ final class FleetHostSlots: SharedHostCap, Sendable {
             for (host, count) in hosts {
                 let slots: [Int32]
                 do {
+                    let sent = ContinuousClock.now
                     slots = try await store.takeSlots(host: host, count: count, cap: cap, seconds: leaseSeconds)
+                    let took = ContinuousClock.now - sent
+                    state.withLockedValue { state in
+                        state.queries += 1
+                        state.granted += slots.count
+                        state.seconds += Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+                    }
                     warned = false
                 } catch {
                     if !warned {

@@ -23,7 +23,7 @@ public struct Aria2RPC: Sendable {
         "aria2.changeOption", "aria2.getOption", "aria2.changeGlobalOption", "aria2.getGlobalOption", "aria2.getGlobalStat",
         "aria2.purgeDownloadResult", "aria2.removeDownloadResult", "aria2.getVersion", "aria2.getSessionInfo",
         "aria2.shutdown", "aria2.forceShutdown", "aria2.saveSession", "system.multicall", "system.listMethods",
-        "system.listNotifications", "splitfetch.tellConnections", "splitfetch.getStatistics", "splitfetch.watchProgress",
+        "system.listNotifications", "splitfetch.tellConnections", "splitfetch.getStatistics", "splitfetch.watchProgress", "splitfetch.getFleetStat",
     ]
 
     static let notifications = ["aria2.onDownloadStart", "aria2.onDownloadPause", "aria2.onDownloadStop",
@@ -307,6 +307,22 @@ public struct Aria2RPC: Sendable {
             // Splitfetch's own: only a WebSocket can be sent notifications.
             context.watchProgress = true
             return "OK"
+        case "splitfetch.getFleetStat":
+            // Splitfetch's own: this daemon's part in a fleet (an error without a shared queue).
+            guard let fleet = daemon.fleet else { throw RPCError.failed("this daemon's queue is its own (no --queue)") }
+            let (statistics, held) = fleet.state.withLockedValue { ($0.statistics, $0.held.count) }
+            var answer: [String: JSONValue] = [
+                "worker": .string(fleet.worker), "held": .string(String(held)),
+                "claims": .string(String(statistics.claims)), "claimedJobs": .string(String(statistics.claimedJobs)),
+                "claimMilliseconds": .string(String(format: "%.3f", statistics.claimSeconds * 1000)),
+                "renewals": .string(String(statistics.renewals)), "leasesLost": .string(String(statistics.leasesLost)),
+            ]
+            if let slots = fleet.slots?.statistics {
+                answer["slotQueries"] = .string(String(slots.queries))
+                answer["slotsGranted"] = .string(String(slots.granted))
+                answer["slotMilliseconds"] = .string(String(format: "%.3f", slots.seconds * 1000))
+            }
+            return .object(answer)
         case "splitfetch.getStatistics":
             let gid = try gid(p)
             guard let job = daemon.job(gid) else { throw RPCError.notFound(gid) }
