@@ -6,7 +6,10 @@ One, two and four `splitfetch serve` daemons share one queue in a PostgreSQL 15 
 first daemon's API in one system.multicall and drained from the test server at a 50 ms round
 trip; the time runs from the first add until every job is complete, and every file's SHA-256
 is checked. The daemons' own counters (`splitfetch.getFleetStat`) give the claim queries' cost
-per job. The target: four daemons within 0.35 x the time of one.
+per job. The target: four daemons within 0.35 x the time of one. A fourth setting, four daemons
+under a fleet-wide cap of 16 connections to the server (4 x 4: the cap is not the limit), gives
+what the cap costs: its slot queries per request, and the new connection each request then
+opens.
 """
 import http.client
 import json
@@ -88,9 +91,11 @@ def fleet_scenarios(args, work, out_dir, synthetic_files, server, result_row, ro
     pg = Postgres(os.path.join(work, "fleet-pg"), free_port())
     results = {}
     try:
+        settings = [(1, None), (2, None), (4, None), (4, 16)]
         for r in range(args.runs):
-            for n in ((1, 2, 4) if r % 2 == 0 else (4, 2, 1)):
-                queue = pg.create_database(f"fleet_{r}_{n}")
+            for n, cap in (settings if r % 2 == 0 else settings[::-1]):
+                label = n if cap is None else f"{n} cap {cap}"
+                queue = pg.create_database(f"fleet_{r}_{n}_{cap or 0}")
                 root = os.path.join(out_dir, "fleet")
                 shutil.rmtree(root, ignore_errors=True)
                 os.makedirs(root)
@@ -102,7 +107,8 @@ def fleet_scenarios(args, work, out_dir, synthetic_files, server, result_row, ro
                         proc = subprocess.Popen([daemon_bin, "serve", "--listen", f"127.0.0.1:{port}", "--state-dir", state,
                                                  "--dir", root, "-j", "4", "-n", "1", "--secret-file", secret,
                                                  "--queue", queue, "--queue-password-file", pg.password_file,
-                                                 "--worker-name", f"w{i}", "--log-level", "warning"],
+                                                 "--worker-name", f"w{i}", "--log-level", "warning"]
+                                                + (["--max-connections-per-host", str(cap)] if cap else []),
                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
                         daemons.append((proc, port))
                         deadline = time.time() + 60
@@ -133,14 +139,20 @@ def fleet_scenarios(args, work, out_dir, synthetic_files, server, result_row, ro
                     claimed = sum(int(s["claimedJobs"]) for s in stats)
                     claim_ms = sum(float(s["claimMilliseconds"]) for s in stats)
                     claims = sum(int(s["claims"]) for s in stats)
+                    slot_queries = sum(int(s.get("slotQueries", 0)) for s in stats)
+                    slots = sum(int(s.get("slotsGranted", 0)) for s in stats)
+                    slot_ms = sum(float(s.get("slotMilliseconds", 0)) for s in stats)
                     run = {"ok": ok, "wall": wall or 0.0, "cpu": 0.0, "rss_kib": 0, "requests": None,
                            "claims": claims, "claimedJobs": claimed, "claimMsPerJob": claim_ms / max(1, claimed),
                            "perDaemon": [int(s["claimedJobs"]) for s in stats],
+                           "slotQueries": slot_queries, "slotsGranted": slots, "slotMsPerRequest": slot_ms / max(1, slots),
                            "error": f"{len(bad)} files wrong" if bad else "did not finish"}
-                    results.setdefault(n, []).append(run)
-                    print(f"bench: scenario fleet {n} daemon(s) run {r + 1}: "
+                    results.setdefault(label, []).append(run)
+                    slot_text = (f", {slot_queries} slot queries for {slots} requests, {run['slotMsPerRequest']:.3f} ms of slot "
+                                 f"query per request" if cap else "")
+                    print(f"bench: scenario fleet {label} daemon(s) run {r + 1}: "
                           + (f"{wall:.2f} s, {claims} claim queries for {claimed} jobs, "
-                             f"{run['claimMsPerJob']:.3f} ms of claim query per job, jobs per daemon {run['perDaemon']}"
+                             f"{run['claimMsPerJob']:.3f} ms of claim query per job, jobs per daemon {run['perDaemon']}{slot_text}"
                              if ok else run["error"]), flush=True)
                 finally:
                     for proc, _ in daemons:
@@ -153,9 +165,10 @@ def fleet_scenarios(args, work, out_dir, synthetic_files, server, result_row, ro
                             proc.wait()
     finally:
         pg.stop()
-    for n, runs in sorted(results.items()):
+    for label, runs in results.items():
+        n = label if isinstance(label, int) else int(str(label).split()[0])
         rows.append(result_row("fleet", f"{count} files of 64 KiB through a 50 ms round trip, daemons on one PostgreSQL queue, "
-                                        f"-j 4 each", f"splitfetch serve x{n}", n, count * (64 << 10), runs, None))
+                                        f"-j 4 each", f"splitfetch serve x{label}", n, count * (64 << 10), runs, None))
     return results
 
 
@@ -168,6 +181,11 @@ def fleet_verdicts(results):
     if one and four:
         verdicts.append(f"fleet: one daemon {one:.2f} s, two {two or 0:.2f} s, four {four:.2f} s: four take {four / one:.3f} x "
                         f"the time of one (target at most 0.35 x: {'met' if four <= 0.35 * one else 'NOT met'})")
+    capped = median(results.get("4 cap 16", []))
+    if four and capped:
+        per_request = sorted(r["slotMsPerRequest"] for r in results["4 cap 16"] if r["ok"])
+        verdicts.append(f"fleet: four daemons under a fleet cap of 16 {capped:.2f} s against {four:.2f} s without: "
+                        f"{capped / four:.3f} x; slot queries {per_request[len(per_request) // 2]:.3f} ms per request")
     per_job = [r["claimMsPerJob"] for runs in results.values() for r in runs if r["ok"]]
     if per_job:
         per_job.sort()

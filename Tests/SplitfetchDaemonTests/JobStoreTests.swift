@@ -211,6 +211,26 @@ struct JobStoreTests {
         }
     }
 
+    @Test(.enabled(if: PostgresServer.url != nil)) func hostSlotsAreSharedAcrossWorkersUpToTheCap() async throws {
+        try await PostgresServer.withDatabase { address in
+            let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
+            let b = try await PostgresJobStore(address, worker: "b", logger: PostgresServer.quiet)
+            let first = try await a.takeSlots(host: "h:80", count: 5, cap: 8, seconds: 60)
+            #expect(first.count == 5)
+            let second = try await b.takeSlots(host: "h:80", count: 5, cap: 8, seconds: 60)
+            #expect(second.count == 3)
+            #expect(Set(first).isDisjoint(with: second))
+            #expect(try await b.takeSlots(host: "other:80", count: 2, cap: 8, seconds: 60).count == 2)
+            try await a.releaseSlots(host: "h:80", slots: Array(first.prefix(2)))
+            #expect(try await b.takeSlots(host: "h:80", count: 5, cap: 8, seconds: 60).count == 2)
+            // A worker that starts again frees what its earlier run held.
+            try await a.freeOwnSlots()
+            #expect(try await b.takeSlots(host: "h:80", count: 5, cap: 8, seconds: 60).count == 3)
+            await b.close()
+            await a.close()
+        }
+    }
+
     @Test(.enabled(if: PostgresServer.url != nil)) func everyChangeIsAnnouncedToTheListeningWorkers() async throws {
         try await PostgresServer.withDatabase { address in
             let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)

@@ -90,7 +90,10 @@ final class CurlTransfer: @unchecked Sendable {
             set(sf_easy_setopt_string(easy, CURLOPT_USERNAME, c.user), "CURLOPT_USERNAME")
             set(sf_easy_setopt_string(easy, CURLOPT_PASSWORD, c.password), "CURLOPT_PASSWORD")
         }
-        if r.http2 {
+        // A connection closed after its request carries no other stream: no HTTP/2, and no wait
+        // for a connection to multiplex on (PIPEWAIT would hold each request until the one before
+        // it on the host had ended).
+        if r.http2 && !r.closesConnection {
             set(sf_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)), "CURLOPT_HTTP_VERSION")
             set(sf_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1), "CURLOPT_PIPEWAIT")
         } else {

@@ -58,6 +58,8 @@ public final class PostgresJobStore: JobStore {
         var configuration = PostgresClient.Configuration(host: address.host, port: address.port, username: address.user,
                                                          password: address.password, database: address.database, tls: .disable)
         configuration.options.connectTimeout = .seconds(10)
+        // A fleet's daemons share the server's max_connections: a few each (the manual budgets 8).
+        configuration.options.maximumConnections = 6
         // The pool's own chatter (a lease asked for before its run loop is scheduled) is not news;
         // its errors are.
         var background = logger
