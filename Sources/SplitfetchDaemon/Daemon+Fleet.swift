@@ -92,8 +92,22 @@ extension Daemon {
         job.state = .waiting
         state.withLockedValue { $0.store(job) }
         // Finished by a worker that died before it recorded it (shared storage): the file is in
-        // place and its partial gone.
+        // place and its partial gone, and no other job of the queue completed that file (a job
+        // added for a file that another completed a moment before fails: it is not a second
+        // completion of the same file).
         if FileManagerLite.exists(job.destination), !FileManagerLite.exists(job.destination + ".part"), job.options["conditional-get"] != "true" {
+            let other: String?
+            do { other = try await fleet.store.completedJob(writing: job.destination, except: job.gid) } catch {
+                other = "unknown (the queue's database did not answer)"
+            }
+            if let other {
+                job.state = .failed
+                job.errorCode = DownloadError.Code.usage.description
+                job.errorMessage = "\(job.destination) exists: job \(other) completed it (nothing is overwritten)"
+                job.finishedAt = Date().timeIntervalSince1970
+                finishAdopted(job, fleet)
+                return
+            }
             job.state = .complete
             job.totalLength = FileManagerLite.size(job.destination)
             job.completedLength = job.totalLength

@@ -202,9 +202,16 @@ struct JobStoreTests {
                 Issue.record("a second unfinished job for one file: \(String(describing: refused))")
                 return
             }
-            // Once the first is done, the file may be downloaded again (a refresh).
+            // Once the first is done, its file is there: a job to fetch it again is refused (the
+            // adding daemon's copy may not know the first yet), a refresh of it is not.
             first.state = .complete
             try await a.save(upserting: [first], deleting: [])
+            let exists = await #expect(throws: StoreError.self) { try await a.save(upserting: [second], deleting: []) }
+            guard case .fileExists(let path) = exists, path == first.destination else {
+                Issue.record("a job for a file another completed: \(String(describing: exists))")
+                return
+            }
+            second.options["conditional-get"] = "true"
             try await a.save(upserting: [second], deleting: [])
             #expect(try await a.loadAll().count == 2)
             await a.close()

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Splitfetch
 
 #if canImport(Glibc)
 import Glibc
@@ -51,7 +52,7 @@ public struct PostgresAddress: Sendable, Equatable, CustomStringConvertible {
             throw .invalid("the queue's port is not a port number")
         }
         guard let user = url.user.flatMap({ $0.isEmpty ? nil : $0.removingPercentEncoding ?? $0 }) ?? environment["PGUSER"]
-                ?? Self.localUserName else {
+                ?? LocalUser.name else {
             throw .invalid("the queue's URL names no user, and neither does PGUSER")
         }
         var database = String(url.path.drop { $0 == "/" })
@@ -63,11 +64,6 @@ public struct PostgresAddress: Sendable, Equatable, CustomStringConvertible {
     static func redacted(_ text: String) -> String {
         guard let scheme = text.range(of: "://"), let at = text[scheme.upperBound...].firstIndex(of: "@") else { return text }
         return String(text[..<scheme.upperBound]) + "…" + String(text[at...])
-    }
-
-    static var localUserName: String? {
-        guard let entry = getpwuid(getuid()), let name = entry.pointee.pw_name else { return nil }
-        return String(cString: name)
     }
 
     public enum AddressError: Error, CustomStringConvertible, Equatable {

@@ -123,6 +123,16 @@ extension PostgresJobStore {
         return rows
     }
 
+    /// The GID of a complete job, other than `gid`, whose file is `destination`, if any.
+    public func completedJob(writing destination: String, except gid: String) async throws -> String? {
+        let rows = try await client.query("""
+            SELECT gid FROM splitfetch_job
+            WHERE state = 'complete' AND record->>'destination' = \(destination) AND gid <> \(gid) LIMIT 1
+            """, logger: logger)
+        for try await other in rows.decode(String.self) { return other }
+        return nil
+    }
+
     /// Every row with its lease holder: what a worker reads after it missed notifications.
     public func loadAllRows() async throws -> [Row] {
         var rows: [Row] = []

@@ -156,7 +156,9 @@ public final class PostgresJobStore: JobStore {
              """
              CREATE UNIQUE INDEX splitfetch_job_file ON splitfetch_job ((record->>'destination'))
              WHERE state IN ('waiting', 'active', 'paused')
-             """]),
+             """,
+             // The complete jobs of a file, for the check that a new job's file is not one already there.
+             "CREATE INDEX splitfetch_job_destination ON splitfetch_job ((record->>'destination')) WHERE state = 'complete'"]),
     ]
 
     /// Runs the migrations not yet applied, each in a transaction, under the migration lock.
@@ -244,9 +246,15 @@ public final class PostgresJobStore: JobStore {
         let states = upserting.map(\.state.rawValue)
         let priorities = upserting.map { Int64($0.priority) }
         let records = try upserting.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
+        // Jobs that are to fetch their file (not refresh it): none may write a file another job of
+        // the queue completed (a daemon's copy may not know that job yet; the file may not be in
+        // place yet either).
+        let fetching = upserting.filter { ($0.state == .waiting || $0.state == .paused) && $0.options["conditional-get"] != "true" }
         do {
-            try await saveRows(gids: gids, orders: orders, states: states, records: records, priorities: priorities, deleting: deleting)
+            try await saveRows(gids: gids, orders: orders, states: states, records: records, priorities: priorities, deleting: deleting,
+                               fetching: fetching.map(\.destination))
         } catch let error as PostgresTransactionError {
+            if let refused = error.closureError as? StoreError { throw refused }
             if let cause = error.closureError as? PSQLError, cause.serverInfo?[.sqlState] == "23505" {
                 throw StoreError.sameFile(Self.describe(cause))
             }
@@ -261,8 +269,16 @@ public final class PostgresJobStore: JobStore {
     }
 
     private func saveRows(gids: [String], orders: [Double], states: [String], records: [String], priorities: [Int64],
-                          deleting: [String]) async throws {
+                          deleting: [String], fetching: [String]) async throws {
         try await client.withTransaction(logger: logger) { connection in
+            if !fetching.isEmpty {
+                let rows = try await connection.query("""
+                    SELECT record->>'destination' FROM splitfetch_job
+                    WHERE state = 'complete' AND record->>'destination' = ANY(\(fetching)::text[]) AND NOT gid = ANY(\(gids)::text[])
+                    LIMIT 1
+                    """, logger: logger)
+                for try await path in rows.decode(String.self) { throw StoreError.fileExists(path) }
+            }
             if !gids.isEmpty {
                 // One statement for the batch: arrays unnested into rows.
                 try await connection.query("""

@@ -178,6 +178,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable, Equatable {
     case sameFile(String)
     /// The queue's database did not take the write (it is away, or restarting).
     case unavailable(String)
+    /// A job of the queue completed this file already (a fleet's daemon may not know it yet).
+    case fileExists(String)
 
     public var description: String {
         switch self {
@@ -191,6 +193,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable, Equatable {
             "another download in the queue writes that file (\(detail))"
         case .unavailable(let detail):
             "the queue's database did not take the change: \(detail)"
+        case .fileExists(let path):
+            "\(path) exists: another job of the queue completed it (nothing is overwritten; refresh it with conditional-get)"
         }
     }
 }
