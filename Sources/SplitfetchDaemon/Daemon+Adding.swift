@@ -34,6 +34,9 @@ extension Daemon {
             }
         }
         guard !accepted.isEmpty else { return results }
+        defer {
+            state.withLockedValue { state in for entry in accepted { state.saving.remove(entry.job.destination) } }
+        }
         do {
             try await writer.persist(accepted.map(\.job.gid))
         } catch {
@@ -89,9 +92,14 @@ extension Daemon {
         }
         let gid = Self.newGID()
         return try state.withLockedValue { state -> Result<(Job, DownloadOptions), RPCError> in
+            // An add of the same file still being saved may yet fail: that is not a job to point to.
+            guard !state.saving.contains(destination.string) else {
+                return .failure(RPCError.failed("an add of \(destination) is being saved now; ask again when it has answered"))
+            }
             guard !state.destinations.contains(destination.string) else {
                 return .failure(RPCError.failed("another download in the queue writes \(destination)"))
             }
+            state.saving.insert(destination.string)
             let job = Job(gid: gid, order: state.order(at: position), uris: uris, destination: destination.string,
                           options: parsed.reported, state: parsed.paused ? .paused : .waiting, priority: parsed.priority,
                           bytesPerSecond: parsed.bytesPerSecond, addedAt: Date().timeIntervalSince1970)

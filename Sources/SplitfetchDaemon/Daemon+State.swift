@@ -11,6 +11,9 @@ extension Daemon {
         var jobs: [String: Job] = [:]
         /// The files of the unfinished jobs: a second job for one of them is refused.
         var destinations: Set<String> = []
+        /// The files of jobs added and not yet committed: an add of one of them is asked to come
+        /// again (the first may still fail, and then there is no job).
+        var saving: Set<String> = []
         /// The largest sort key given so far: an appended job takes the next.
         var lastOrder: Double = 0
         /// The global options as aria2 reports them (`getGlobalOption`).
