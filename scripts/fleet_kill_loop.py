@@ -95,6 +95,7 @@ def main():
                     print(f"# add {name}: {error}", flush=True)
                     time.sleep(0.05)
                     continue
+                print(f"# add {name}: taken as there already: {str(error)[:300]}", flush=True)
                 gid = None
             with lock:
                 added.setdefault(name, gid)
@@ -127,6 +128,7 @@ def main():
 
     deadline = time.time() + 1800
     listed = []
+    settled = None  # when every listed job was last seen final with the count unchanged
     while time.time() < deadline:
         try:
             listed = api(daemons[0]).get_downloads()
@@ -137,6 +139,15 @@ def main():
             break
         if any(d.has_failed for d in listed):
             break
+        # Every job listed is done but some are missing: give the lists 60 s to agree, not 30 min.
+        if all(d.is_complete for d in listed):
+            settled = settled or (time.time(), len(listed))
+            if settled[1] != len(listed):
+                settled = (time.time(), len(listed))
+            elif time.time() - settled[0] > 60:
+                break
+        else:
+            settled = None
         time.sleep(1)
     elapsed = time.time() - started
     names = [os.path.basename(str(d.files[0].path)) for d in listed]

@@ -150,9 +150,11 @@ struct Serve: AsyncParsableCommand {
             }
             return try SQLiteJobStore(path: state.appending("jobs.sqlite").string)
         }
-        let password = try queuePasswordFile.map { path -> String in
-            guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read the password file \(path)") }
-            return String(decoding: data.prefix { $0 != UInt8(ascii: "\n") && $0 != UInt8(ascii: "\r") }, as: UTF8.self)
+        var password: String?
+        if let queuePasswordFile {
+            do { password = try await DownloadOptions.FileTransfer.readSecret(from: FilePath(queuePasswordFile)) } catch {
+                throw ValidationError("--queue-password-file: \(error.message)")
+            }
         }
         let address: PostgresAddress
         do { address = try PostgresAddress.parse(queue, password: password) } catch { throw ValidationError(error.description) }

@@ -56,7 +56,7 @@ extension CurlTransfer {
                 }), "CURLOPT_SSH_KEYFUNCTION")
                 set(sf_easy_setopt_pointer(easy, CURLOPT_SSH_KEYDATA, Unmanaged.passUnretained(self).toOpaque()), "CURLOPT_SSH_KEYDATA")
             }
-            if r.credentials == nil && !r.useNetrc, let user = Self.localUserName {
+            if r.credentials == nil && !r.useNetrc, let user = LocalUser.name {
                 set(sf_easy_setopt_string(easy, CURLOPT_USERNAME, user), "CURLOPT_USERNAME")
             }
         } else {
@@ -77,19 +77,7 @@ extension CurlTransfer {
     /// `~/.ssh/known_hosts` unless the options name another file.
     static func knownHostsPath(_ options: DownloadOptions.FileTransfer) -> String {
         if let file = options.knownHosts { return file.string }
-        return (homeDirectory ?? "") + "/.ssh/known_hosts"
-    }
-
-    static var homeDirectory: String? {
-        if let home = getenv("HOME") { return String(cString: home) }
-        guard let entry = getpwuid(getuid()), let dir = entry.pointee.pw_dir else { return nil }
-        return String(cString: dir)
-    }
-
-    /// The local user's name, as `ssh` logs in when the URL names nobody.
-    static var localUserName: String? {
-        guard let entry = getpwuid(getuid()), let name = entry.pointee.pw_name else { return nil }
-        return String(cString: name)
+        return (LocalUser.homeDirectory ?? "") + "/.ssh/known_hosts"
     }
 
     /// libcurl's host key check (only when no fingerprint is pinned): a key `known_hosts` has
