@@ -95,7 +95,12 @@ extension Daemon {
         // place and its partial gone, and no other job of the queue completed that file (a job
         // added for a file that another completed a moment before fails: it is not a second
         // completion of the same file).
-        if FileManagerLite.exists(job.destination), !FileManagerLite.exists(job.destination + ".part"), job.options["conditional-get"] != "true" {
+        let destination = job.destination
+        let finishedFile = await IOQueue().run { () -> Int64? in
+            guard FileManagerLite.exists(destination), !FileManagerLite.exists(destination + ".part") else { return nil }
+            return FileManagerLite.size(destination)
+        }
+        if let finishedFile, job.options["conditional-get"] != "true" {
             let other: String?
             do { other = try await fleet.store.completedJob(writing: job.destination, except: job.gid) } catch {
                 other = "unknown (the queue's database did not answer)"
@@ -109,8 +114,8 @@ extension Daemon {
                 return
             }
             job.state = .complete
-            job.totalLength = FileManagerLite.size(job.destination)
-            job.completedLength = job.totalLength
+            job.totalLength = finishedFile
+            job.completedLength = finishedFile
             job.finishedAt = Date().timeIntervalSince1970
             finishAdopted(job, fleet)
             return

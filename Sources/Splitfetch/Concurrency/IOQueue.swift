@@ -4,8 +4,9 @@ import NIOConcurrencyHelpers
 /// ``IOExecutor``: creating and preallocating the partial file, every checkpoint, the final sync
 /// and rename. So checkpoints never overlap and never race the rename.
 ///
-/// Thread safety: `submit` and `run` may be called from any thread or task.
-final class IOQueue: Sendable {
+/// Thread safety: `submit` and `run` may be called from any thread or task. (`package`: the
+/// daemon runs its file checks on one too.)
+package final class IOQueue: Sendable {
     private struct State {
         var jobs: [@Sendable () -> Void] = []
         /// Whether a drain of this queue is enqueued or running on the executor.
@@ -16,7 +17,9 @@ final class IOQueue: Sendable {
     /// A pthread lock, visible to ThreadSanitizer.
     private let state = NIOLockedValueBox(State())
 
-    init(executor: IOExecutor = .shared) {
+    package convenience init() { self.init(executor: .shared) }
+
+    init(executor: IOExecutor) {
         self.executor = executor
     }
 
@@ -31,7 +34,7 @@ final class IOQueue: Sendable {
     }
 
     /// Runs `body` on the queue and returns its result.
-    func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+    package func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
         let result: Result<T, E> = await withCheckedContinuation { continuation in
             submit { continuation.resume(returning: Result { () throws(E) -> T in try body() }) }
         }
