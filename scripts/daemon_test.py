@@ -50,6 +50,15 @@ def wait_port(port, seconds=20):
     return False
 
 
+def write_secret(work):
+    """A random RPC secret in WORK/secret (mode 0600); returns (path, secret)."""
+    path = os.path.join(work, "secret")
+    with open(path, "w") as f:
+        f.write(f"{random.getrandbits(128):032x}\n")
+    os.chmod(path, 0o600)
+    return path, open(path).read().strip()
+
+
 def sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -79,13 +88,17 @@ class TestServer:
         return subprocess.run([self.binary, "hash", str(size), "--seed", str(seed)], capture_output=True, text=True,
                               check=True).stdout.split()[0]
 
-    def body_bytes(self):
+    def stats(self):
+        """The server's counters: connections, peakConnections, requests, bodyBytes."""
         with socket.create_connection(("127.0.0.1", self.port)) as s:
             s.sendall(b"GET /__stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             data = b""
             while chunk := s.recv(65536):
                 data += chunk
-        return json.loads(data.split(b"\r\n\r\n", 1)[1])["bodyBytes"]
+        return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+    def body_bytes(self):
+        return self.stats()["bodyBytes"]
 
     def stop(self):
         self.proc.terminate()

@@ -13,7 +13,6 @@ file must have its SHA-256, no partial file may be left, and the origin must hav
 1.1 x the bytes of all the files. With CAP > 0 the daemons share a per-host cap of CAP
 connections, and the test server's peak of open connections must be at most CAP.
 """
-import math
 import os
 import random
 import shlex
@@ -24,20 +23,9 @@ import threading
 import time
 
 import aria2p
-import requests
 
-from daemon_test import Daemon, TestServer, free_port, sha256
-
-
-def server_stats(server):
-    import json
-    import socket
-    with socket.create_connection(("127.0.0.1", server.port)) as s:
-        s.sendall(b"GET /__stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    return json.loads(data.split(b"\r\n\r\n", 1)[1])
+from daemon_test import Daemon, TestServer, free_port, write_secret
+from kill_loop_common import add_all, final_checks, report, sizes_for, wait_for_jobs
 
 
 def pg_ctl(action):
@@ -54,18 +42,14 @@ def main():
     daemon_bin, server_bin, work, queue, pgpass = sys.argv[1:6]
     jobs, kills, count, largest, seed, rate, outage, cap = (int(a) for a in sys.argv[6:14])
     rng = random.Random(seed)
-    sizes = [int(math.exp(rng.uniform(math.log(1024), math.log(largest)))) for _ in range(jobs)]
+    sizes = sizes_for(rng, jobs, largest)
     total = sum(sizes)
     print(f"fleet-kill-loop: {count} daemons, {jobs} jobs, {total / 2**20:.0f} MiB in all, {kills} kills, "
           f"{rate / 2**20:g} MiB/s per connection, outage {outage} s, cap {cap or 'none'}, seed {seed}", flush=True)
     server = TestServer(server_bin, work, rate=rate, timing_log=os.environ.get("SPLITFETCH_TIMING_LOG"))
     root = os.path.join(work, "root")
     os.makedirs(root)
-    secret_file = os.path.join(work, "secret")
-    with open(secret_file, "w") as f:
-        f.write(f"{random.getrandbits(128):032x}\n")
-    os.chmod(secret_file, 0o600)
-    secret = open(secret_file).read().strip()
+    secret_file, secret = write_secret(work)
     extra = ["-j", "4", "-n", "4", "--queue", queue, "--queue-password-file", pgpass, "--secret-file", secret_file,
              "--lease-seconds", "30"]
     if cap:
@@ -78,32 +62,9 @@ def main():
     def api(daemon):
         return aria2p.API(aria2p.Client(host="http://127.0.0.1", port=daemon.port, secret=secret, timeout=10))
 
-    def add_all():
-        index, turn = 0, 0
-        while index < jobs and not stop.is_set():
-            name = f"job{index:04d}.bin"
-            daemon = daemons[turn % count]
-            turn += 1
-            try:
-                gid = api(daemon).client.add_uri([server.url(sizes[index], index, name)], {"out": name})
-            except (requests.exceptions.RequestException, OSError):
-                time.sleep(0.05)  # killed meanwhile: add it again, to the next daemon
-                continue
-            except aria2p.ClientException as error:
-                # A retried add whose first try was committed: the job is there already.
-                if "another download" not in str(error) and "exists" not in str(error):
-                    print(f"# add {name}: {error}", flush=True)
-                    time.sleep(0.05)
-                    continue
-                print(f"# add {name}: taken as there already: {str(error)[:300]}", flush=True)
-                gid = None
-            with lock:
-                added.setdefault(name, gid)
-            index += 1
-            if index % 50 == 0:
-                time.sleep(rng.uniform(0.2, 1.0))  # waves
-
-    adder = threading.Thread(target=add_all)
+    # Each add goes to the next daemon in turn (the one after, when one was down).
+    adder = threading.Thread(target=add_all, args=(lambda turn: api(daemons[turn % count]), server, sizes, rng, 50, added, lock,
+                                                   stop))
     adder.start()
     # Kill moments spread over the adds and the downloads that follow them.
     expected = max(10.0, total / (40 << 20))
@@ -125,38 +86,9 @@ def main():
             print(f"fleet-kill-loop: the database is back at {time.time() - started:.1f} s", flush=True)
     adder.join(900)
     print(f"fleet-kill-loop: {kills} kills in {time.time() - started:.1f} s; waiting for the jobs", flush=True)
-
-    deadline = time.time() + 1800
-    listed = []
-    settled = None  # when every listed job was last seen final with the count unchanged
-    while time.time() < deadline:
-        try:
-            listed = api(daemons[0]).get_downloads()
-        except Exception:
-            time.sleep(0.5)
-            continue
-        if len(listed) >= jobs and all(d.is_complete for d in listed):
-            break
-        if any(d.has_failed for d in listed):
-            break
-        # Every job listed is done but some are missing: give the lists 60 s to agree, not 30 min.
-        if all(d.is_complete for d in listed):
-            settled = settled or (time.time(), len(listed))
-            if settled[1] != len(listed):
-                settled = (time.time(), len(listed))
-            elif time.time() - settled[0] > 60:
-                break
-        else:
-            settled = None
-        time.sleep(1)
+    listed = wait_for_jobs(lambda turn: api(daemons[0]), jobs)
     elapsed = time.time() - started
-    names = [os.path.basename(str(d.files[0].path)) for d in listed]
-    failed = [d.gid + " " + str(d.error_message) for d in listed if d.has_failed]
-    results = []
-    results.append((len(names) == jobs and len(set(names)) == jobs,
-                    f"{jobs} jobs listed, each once", f"{len(names)} listed, {len(set(names))} distinct"))
-    results.append((not failed and all(d.is_complete for d in listed), "every job complete",
-                    f"{sum(1 for d in listed if d.is_complete)} complete; failed: {failed[:3]}"))
+    results = final_checks(listed, sizes, root, server)
     # Every daemon lists the same queue.
     others = []
     for daemon in daemons[1:]:
@@ -164,30 +96,14 @@ def main():
             others.append(sum(1 for d in api(daemon).get_downloads() if d.is_complete))
         except Exception as error:
             others.append(str(error))
-    results.append((all(n == jobs for n in others), "every daemon lists every job complete", others))
-    good = 0
-    for index, size in enumerate(sizes):
-        path = os.path.join(root, f"job{index:04d}.bin")
-        if os.path.exists(path) and os.path.getsize(path) == size and sha256(path) == server.want(size, index):
-            good += 1
-    results.append((good == jobs, "every file's SHA-256", f"{good} of {jobs}"))
-    leftovers = [n for n in os.listdir(root) if n.endswith((".part", ".part.json", ".part.quick.json"))]
-    results.append((not leftovers, "no partial file or manifest left", leftovers[:3]))
-    stats = server_stats(server)
-    sent = stats["bodyBytes"]
-    results.append((sent <= 1.1 * total, f"the origin sent at most 1.1 x the files ({sent / total:.3f} x)", f"{sent} of {total}"))
+    results.insert(2, (all(n == jobs for n in others), "every daemon lists every job complete", others))
     if cap:
-        peak = stats["peakConnections"]
+        peak = server.stats()["peakConnections"]
         results.append((peak <= cap, f"at most {cap} connections open at once across the fleet (peak {peak})", peak))
     for daemon in daemons:
         daemon.stop()
     server.stop()
-    passed = 0
-    for ok, what, detail in results:
-        passed += ok
-        print(("ok   - " if ok else "FAIL - ") + what + ("" if ok else f" ({detail})"), flush=True)
-    print(f"fleet-kill-loop: {passed} passed, {len(results) - passed} failed, {elapsed:.1f} s")
-    sys.exit(0 if passed == len(results) else 1)
+    sys.exit(report("fleet-kill-loop", results, elapsed))
 
 
 if __name__ == "__main__":

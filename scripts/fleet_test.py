@@ -1,7 +1,6 @@
 """Two daemons on one PostgreSQL queue, end to end (scripts/e2e-fleet runs it)."""
 import json
 import os
-import random
 import subprocess
 import sys
 import threading
@@ -10,7 +9,7 @@ import time
 import aria2p
 import websocket
 
-from daemon_test import Daemon, TestServer, check, free_port, sha256
+from daemon_test import Daemon, TestServer, check, free_port, sha256, write_secret
 import daemon_test
 
 
@@ -61,11 +60,7 @@ def main():
     server = TestServer(server_bin, work, rate=256 << 10)
     root = os.path.join(work, "root")
     os.makedirs(root)
-    secret_file = os.path.join(work, "secret")
-    with open(secret_file, "w") as f:
-        f.write(f"{random.getrandbits(128):032x}\n")
-    os.chmod(secret_file, 0o600)
-    secret = open(secret_file).read().strip()
+    secret_file, secret = write_secret(work)
     # The slow poll at an hour: a daemon that starts a job added through another was woken by NOTIFY.
     common = ["-n", "2", "--queue", queue, "--queue-password-file", pgpass, "--secret-file", secret_file, "--poll-seconds", "3600"]
     a = Daemon(daemon_bin, os.path.join(work, "a"), root, free_port(), common + ["-j", "1", "--worker-name", "a"]).start()

@@ -12,7 +12,6 @@ what the cap costs: its slot queries per request, and the new connection each re
 opens.
 """
 import http.client
-import json
 import os
 import random
 import shutil
@@ -20,19 +19,9 @@ import signal
 import subprocess
 import time
 
-SECRET = "bench-fleet-secret-0123456789abcdef"
+from daemon import SECRET, rpc
+
 PG_BIN = "/usr/lib/postgresql/15/bin"
-
-
-def rpc(port, method, *params, timeout=120, token=True):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": ([f"token:{SECRET}"] if token else []) + list(params)})
-    conn.request("POST", "/jsonrpc", body, {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json"})
-    answer = json.loads(conn.getresponse().read())
-    conn.close()
-    if "error" in answer:
-        raise RuntimeError(f"{method}: {answer['error']}")
-    return answer["result"]
 
 
 class Postgres:
