@@ -69,6 +69,8 @@ extension Daemon {
                     backoff = min(backoff * 2, 8)
                     break
                 }
+                // Stopping meanwhile: these leases are let go with the others (release).
+                if fleet.state.withLockedValue({ $0.stopped }) { return }
                 for job in jobs { await adopt(job, fleet) }
                 if jobs.count < free { break }
             }

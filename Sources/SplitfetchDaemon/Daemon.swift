@@ -167,7 +167,7 @@ public final class Daemon: Sendable {
     /// Stops every download (each keeps its data and a final checkpoint), then waits for the
     /// last writes. Their state stays as stored, so the next start resumes them.
     public func shutdown() async {
-        fleet?.stop()
+        await fleet?.stop()
         limits.stop()
         await queue.shutdown()
         await ownedSession?.shutdown()

@@ -29,7 +29,7 @@ final class Fleet: Sendable {
         var ended: Set<String> = []
 
         /// Held jobs that take a slot here.
-        var running: Int { held.count - ended.count }
+        var running: Int { held.subtracting(ended).count }
         var keeping: LeaseKeeping
         /// Jobs let go whose downloads are still stopping here: claimed again, they wait for it.
         var stopping: [String: Task<Void, Never>] = [:]
@@ -43,6 +43,8 @@ final class Fleet: Sendable {
         var tasks: [Task<Void, Never>] = []
         /// A claim failed: warned once until one succeeds.
         var claimWarned = false
+        /// The daemon is stopping: a claim answered now is not run here (its lease is let go).
+        var stopped = false
         var statistics = Statistics()
     }
 
@@ -81,10 +83,15 @@ final class Fleet: Sendable {
 
     var held: Set<String> { state.withLockedValue { $0.held } }
 
-    /// Stops the fleet's loops.
-    func stop() {
+    /// Stops the fleet's loops and waits for them: no claim is adopted after this returns.
+    func stop() async {
         slots?.stop()
         wakeUp.finish()
-        for task in state.withLockedValue({ $0.tasks }) { task.cancel() }
+        let tasks = state.withLockedValue { state in
+            state.stopped = true
+            return state.tasks
+        }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
     }
 }

@@ -81,16 +81,17 @@ struct DaemonTests {
         let server = try await TestServer(configuration: .init(rateLimit: 2 << 20))
         defer { Task { await server.shutdown() } }
         try await withTemporaryDirectory { dir in try await withStore(kind) { store, reopen in
-            // The first the largest: it runs alone (one at a time) for 2.5 s at 2 MiB/s, so the
-            // second is still waiting when it is paused (a queue in PostgreSQL claims the next job
-            // the moment one ends, and under ThreadSanitizer the adds take a while).
-            let sizes: [Int64] = [5 << 20, 1 << 20, 2_500_000, 300_000]
+            let sizes: [Int64] = [300_000, 1 << 20, 2_500_000, 5 << 20]
             var gids: [String] = []
             do {
                 let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store)
                 for (index, size) in sizes.enumerated() {
                     let url = server.url(size: size, name: "f\(index).bin", seed: UInt64(index))
-                    let gid = try await rpc.result("aria2.addUri", [.string(url)], ["out": .string("f\(index).bin")])
+                    // The first runs alone (one at a time) for about 3 s at its own limit, so the
+                    // second is still waiting when it is paused (a queue in PostgreSQL claims the
+                    // next job the moment one ends, and the adds can take a while).
+                    let options: JSONValue = index == 0 ? ["out": "f0.bin", "max-download-limit": "100K"] : ["out": .string("f\(index).bin")]
+                    let gid = try await rpc.result("aria2.addUri", [.string(url)], options)
                     gids.append(gid.string!)
                 }
                 // The second waits; pause it, so that it stays paused across the restart.
