@@ -272,6 +272,9 @@ public final class Daemon: Sendable {
 
     /// Deletes finished jobs from the history (and the store).
     func purge(_ gids: [String]) async throws(RPCError) {
+        // In a fleet, a read of these rows still under way must not bring them back: every
+        // version of them is old now (the delete's own notification finds no row).
+        fleet?.state.withLockedValue { state in for gid in gids { state.versions[gid] = .max } }
         state.withLockedValue { state in
             for gid in gids { if let job = state.jobs[gid] { state.forget(job) } }
         }
