@@ -8,8 +8,10 @@ import NIOConcurrencyHelpers
 /// After ``close()`` a failed write is given up (logged).
 final class StoreWriter: Sendable {
     let store: any JobStore
-    /// The records of these jobs as they are now (the daemon's), read when a batch is written.
-    let rows = NIOLockedValueBox<(@Sendable ([String]) -> [Job])?>(nil)
+    /// The records of these jobs as they are now (the daemon's), read when a batch is written,
+    /// and which of them the daemon runs under a lease (a fleet's), as it was before the records
+    /// were read (see ``JobStore/save(upserting:deleting:held:)``).
+    let rows = NIOLockedValueBox<(@Sendable ([String]) -> (jobs: [Job], held: Set<String>))?>(nil)
     /// Told of a write that failed (logged: a change nobody waits for has nobody else to tell).
     let failed: @Sendable (any Error) -> Void
     private let state = NIOLockedValueBox(Pending())
@@ -81,9 +83,9 @@ final class StoreWriter: Sendable {
             guard let batch else { break }
             let deleted = Set(batch.deletes)
             // Each record as it is now: a later change already in memory is written too.
-            let upserts = source?(Array(Set(batch.upserts).subtracting(deleted))) ?? []
+            let (upserts, held) = source?(Array(Set(batch.upserts).subtracting(deleted))) ?? ([], [])
             do {
-                try await store.save(upserting: upserts, deleting: Array(deleted))
+                try await store.save(upserting: upserts, deleting: Array(deleted), held: held)
                 for waiter in batch.waiters { waiter.resume() }
                 backoff = 0.25
             } catch {

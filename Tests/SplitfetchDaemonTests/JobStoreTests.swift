@@ -174,6 +174,11 @@ struct JobStoreTests {
             let paused = try await a.command([jobs[0].gid, jobs[2].gid], to: .paused, from: [.waiting, .active])
             #expect(Set(paused.map(\.job.gid)) == [jobs[0].gid, jobs[2].gid])
             #expect(paused.allSatisfy { $0.job.state == .paused && $0.holder == nil })
+            // "b"'s record of the job it ran, read before the pause, does not undo it.
+            var running = claimed[0]
+            running.state = .active
+            try await b.save(upserting: [running], deleting: [], held: [running.gid])
+            #expect(try await a.load([running.gid]).first?.job.state == .paused)
             // Each change counts in the row's version: a read made before it is told apart.
             let before = try await a.load([jobs[1].gid])[0].version
             _ = try await b.renew(owner: "b", gids: [jobs[1].gid], seconds: 60)

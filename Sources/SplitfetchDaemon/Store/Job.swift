@@ -69,10 +69,18 @@ public protocol JobStore: Sendable {
     /// Writes `upserting` (whole rows, inserted or replaced) and deletes `deleting`, in one
     /// transaction.
     func save(upserting: [Job], deleting: [String]) async throws
+    /// As ``save(upserting:deleting:)``; `held` names the jobs of `upserting` that this daemon
+    /// runs under a lease (a store shared by many daemons writes those only while the lease is
+    /// still this daemon's). A store of one daemon has no leases.
+    func save(upserting: [Job], deleting: [String], held: Set<String>) async throws
     /// Lets go of what the store holds (connections, locks) before the process ends.
     func close() async
 }
 
 extension JobStore {
+    public func save(upserting: [Job], deleting: [String], held: Set<String>) async throws {
+        try await save(upserting: upserting, deleting: deleting)
+    }
+
     public func close() async {}
 }

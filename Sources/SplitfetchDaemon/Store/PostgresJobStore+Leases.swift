@@ -68,18 +68,30 @@ extension PostgresJobStore {
     /// go when the job is no longer active. Returns `false`, writing nothing, when another
     /// worker holds it now.
     public func write(_ job: Job, owner: String) async throws -> Bool {
-        let record = String(decoding: try JSONEncoder().encode(job), as: UTF8.self)
-        let keep = job.state == .active || job.state == .waiting
-        var written = false
-        let rows = try await client.query("""
-            UPDATE splitfetch_job
-            SET record = \(record)::jsonb, state = \(job.state.rawValue), sort_order = \(job.order), priority = \(Int64(job.priority)),
-                lease_owner = CASE WHEN \(keep) THEN lease_owner END, lease_until = CASE WHEN \(keep) THEN lease_until END,
+        try await client.withConnection { connection in
+            try await Self.writeHeld([job], owner: owner, on: connection, logger: logger).contains(job.gid)
+        }
+    }
+
+    /// Writes each of `jobs` whose lease `owner` holds, letting the lease go with a job no longer
+    /// waiting or active; returns the GIDs written.
+    static func writeHeld(_ jobs: [Job], owner: String, on connection: PostgresConnection, logger: Logger) async throws -> Set<String> {
+        let encoder = JSONEncoder()
+        let records = try jobs.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
+        let rows = try await connection.query("""
+            UPDATE splitfetch_job AS job
+            SET record = batch.record::jsonb, state = batch.state, sort_order = batch.sort_order, priority = batch.priority,
+                lease_owner = CASE WHEN batch.state IN ('waiting', 'active') THEN job.lease_owner END,
+                lease_until = CASE WHEN batch.state IN ('waiting', 'active') THEN job.lease_until END,
                 updated_at = now()
-            WHERE gid = \(job.gid) AND lease_owner = \(owner)
-            RETURNING gid
+            FROM unnest(\(jobs.map(\.gid))::text[], \(jobs.map(\.state.rawValue))::text[], \(records)::text[],
+                        \(jobs.map(\.order))::float8[], \(jobs.map { Int64($0.priority) })::int8[])
+                AS batch(gid, state, record, sort_order, priority)
+            WHERE job.gid = batch.gid AND job.lease_owner = \(owner)
+            RETURNING job.gid
             """, logger: logger)
-        for try await _ in rows.decode(String.self) { written = true }
+        var written: Set<String> = []
+        for try await gid in rows.decode(String.self) { written.insert(gid) }
         return written
     }
 

@@ -239,7 +239,16 @@ public final class PostgresJobStore: JobStore {
     }
 
     public func save(upserting: [Job], deleting: [String]) async throws {
-        guard !upserting.isEmpty || !deleting.isEmpty else { return }
+        try await save(upserting: upserting, deleting: deleting, held: [])
+    }
+
+    /// Writes the jobs of `held` only while this worker's lease on them stands: a lease that a
+    /// command cleared (a pause, a removal) or another worker took is not undone by a write of
+    /// this worker's older record (the download's start, say, read just before the pause).
+    public func save(upserting all: [Job], deleting: [String], held: Set<String>) async throws {
+        guard !all.isEmpty || !deleting.isEmpty else { return }
+        let heldJobs = all.filter { held.contains($0.gid) }
+        let upserting = all.filter { !held.contains($0.gid) }
         let encoder = JSONEncoder()
         let gids = upserting.map(\.gid)
         let orders = upserting.map(\.order)
@@ -252,7 +261,7 @@ public final class PostgresJobStore: JobStore {
         let fetching = upserting.filter { ($0.state == .waiting || $0.state == .paused) && $0.options["conditional-get"] != "true" }
         do {
             try await saveRows(gids: gids, orders: orders, states: states, records: records, priorities: priorities, deleting: deleting,
-                               fetching: fetching.map(\.destination))
+                               fetching: fetching.map(\.destination), held: heldJobs)
         } catch let error as PostgresTransactionError {
             if let refused = error.closureError as? StoreError { throw refused }
             if let cause = error.closureError as? PSQLError, cause.serverInfo?[.sqlState] == "23505" {
@@ -269,8 +278,9 @@ public final class PostgresJobStore: JobStore {
     }
 
     private func saveRows(gids: [String], orders: [Double], states: [String], records: [String], priorities: [Int64],
-                          deleting: [String], fetching: [String]) async throws {
+                          deleting: [String], fetching: [String], held: [Job]) async throws {
         try await client.withTransaction(logger: logger) { connection in
+            if !held.isEmpty { _ = try await Self.writeHeld(held, owner: worker, on: connection, logger: logger) }
             if !fetching.isEmpty {
                 let rows = try await connection.query("""
                     SELECT record->>'destination' FROM splitfetch_job
