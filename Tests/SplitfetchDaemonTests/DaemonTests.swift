@@ -87,26 +87,25 @@ struct DaemonTests {
                 let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store)
                 for (index, size) in sizes.enumerated() {
                     let url = server.url(size: size, name: "f\(index).bin", seed: UInt64(index))
-                    // The first runs alone (one at a time) for about 3 s at its own limit, so the
-                    // second is still waiting when it is paused (a queue in PostgreSQL claims the
-                    // next job the moment one ends, and the adds can take a while).
+                    // The first runs at its own limit (about 3 s), and is paused the moment it is
+                    // added, so that it stays paused across the restart whatever the timing of
+                    // the other adds (a queue in PostgreSQL claims a job the moment it is added).
                     let options: JSONValue = index == 0 ? ["out": "f0.bin", "max-download-limit": "100K"] : ["out": .string("f\(index).bin")]
                     let gid = try await rpc.result("aria2.addUri", [.string(url)], options)
                     gids.append(gid.string!)
+                    if index == 0 { _ = try await rpc.result("aria2.pause", .string(gids[0])) }
                 }
-                // The second waits; pause it, so that it stays paused across the restart.
-                _ = try await rpc.result("aria2.pause", .string(gids[1]))
-                try await eventually("the first completes") { daemon.job(gids[0])?.state == .complete }
+                try await eventually("the second completes") { daemon.job(gids[1])?.state == .complete }
                 await daemon.shutdown()
             }
             // A new daemon on the same store: the finished one in the history, the paused one
             // paused, the others back in the queue.
             let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 2, store: try await reopen())
-            #expect(daemon.job(gids[0])?.state == .complete)
-            #expect(daemon.job(gids[1])?.state == .paused)
+            #expect(daemon.job(gids[1])?.state == .complete)
+            #expect(daemon.job(gids[0])?.state == .paused)
             let waiting = try await rpc.result("aria2.tellWaiting", 0, 10, ["gid", "status"])
-            #expect(waiting.array?.contains { $0.object?["gid"]?.string == gids[1] && $0.object?["status"] == "paused" } == true)
-            _ = try await rpc.result("aria2.unpause", .string(gids[1]))
+            #expect(waiting.array?.contains { $0.object?["gid"]?.string == gids[0] && $0.object?["status"] == "paused" } == true)
+            _ = try await rpc.result("aria2.unpause", .string(gids[0]))
             try await eventually("all complete") { gids.allSatisfy { daemon.job($0)?.state == .complete } }
             for (index, size) in sizes.enumerated() {
                 let file = dir + "/root/f\(index).bin"
