@@ -388,6 +388,9 @@ struct JSONValueTests {
 struct StoreTextTests {
     @Test("URI lists read back, with or without the fast path", arguments: [
         #"["http://a/x"]"#, #"["http://a/x","http://b/x"]"#, #"["http://a/x?q=\"quoted\""]"#, #"["http://a/\\x"]"#, "[]",
+        // As JSONEncoder writes them (slashes escaped), other short escapes, UTF-8, and what the
+        // fast reader leaves to the decoder (white space, \u escapes).
+        #"["http:\/\/a\/x","b\tc\nd\re\bf\fg"]"#, #"["café ✓"]"#, #"["é\u00e9"]"#, #"[ "a" , "b" ]"#, #"[""]"#,
     ])
     func uris(text: String) throws {
         #expect(try SQLiteJobStore.strings(text) == JSONDecoder().decode([String].self, from: Data(text.utf8)))
@@ -396,9 +399,20 @@ struct StoreTextTests {
     @Test("option maps read back, with or without the fast path", arguments: [
         "{}", #"{"out":"a.bin"}"#, #"{"out":"a.bin","pause":"true"}"#, #"{"header":"X-A: 1\nX-B: 2","out":"b"}"#,
         #"{"out":"q\"uote","split":"4"}"#, #"{"a":"","b":""}"#, #"{"x":"1,2:3"}"#,
+        #"{"dir":"a\/b","header":"X: \"1\""}"#, #"{ "a" : "1" }"#, #"{"\u0061":"b"}"#,
     ])
     func options(text: String) throws {
         #expect(try SQLiteJobStore.dictionary(text) == JSONDecoder().decode([String: String].self, from: Data(text.utf8)))
+    }
+
+    @Test("what is not JSON is refused, as the decoder refuses it", arguments: [
+        #"["a""#, #"["a\x"]"#, "[\"a\u{1}\"]", #"{"a":1}"#, #"{"a"}"#, #"["a"]x"#, "",
+    ])
+    func refused(text: String) {
+        #expect(FlatJSON.strings(text) == nil)
+        #expect(FlatJSON.object(text) == nil)
+        #expect(throws: (any Error).self) { try SQLiteJobStore.strings(text) }
+        #expect(throws: (any Error).self) { try SQLiteJobStore.dictionary(text) }
     }
 }
 

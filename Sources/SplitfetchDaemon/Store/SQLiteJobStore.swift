@@ -85,7 +85,8 @@ public final class SQLiteJobStore: JobStore {
 
     public func loadAll() async throws -> [Job] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM job").map(Self.job(from:))
+            // Columns by position: by name, GRDB compares names case-insensitively for every value.
+            try Row.fetchAll(db, sql: "SELECT \(Self.columns) FROM job").map(Self.job(from:))
         }
     }
 
@@ -95,9 +96,7 @@ public final class SQLiteJobStore: JobStore {
         try await pool.write { db in
             for arguments in rows {
                 try db.execute(sql: """
-                    INSERT OR REPLACE INTO job (gid, sortOrder, uris, destination, options, state, priority, bytesPerSecond,
-                        totalLength, completedLength, sha256, errorCode, errorMessage, addedAt, finishedAt, hookPending,
-                        webhookPending, validators)
+                    INSERT OR REPLACE INTO job (\(Self.columns))
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """, arguments: arguments)
             }
@@ -107,32 +106,15 @@ public final class SQLiteJobStore: JobStore {
         }
     }
 
-    /// A JSON array of strings; a one-URL array without escapes (the usual row) is read without
-    /// the decoder, which took a quarter of a 20,000-job restart.
+    /// A JSON array of strings (``FlatJSON``, or the decoder for what it leaves).
     static func strings(_ text: String) throws -> [String] {
-        let utf8 = text.utf8
-        if utf8.count > 4, utf8.starts(with: #"[""#.utf8), text.hasSuffix(#""]"#) {
-            let inner = text.dropFirst(2).dropLast(2)
-            if !inner.contains("\\"), !inner.contains("\"") { return [String(inner)] }
-        }
-        return try JSONDecoder().decode([String].self, from: Data(utf8))
+        if let strings = FlatJSON.strings(text) { return strings }
+        return try JSONDecoder().decode([String].self, from: Data(text.utf8))
     }
 
-    /// A JSON object of strings. Without a backslash in it, every quote is a delimiter, so the
-    /// usual row (`{"out":"a.bin","pause":"true"}`, as written here) is split without the decoder.
+    /// A JSON object of strings (``FlatJSON``, or the decoder for what it leaves).
     static func dictionary(_ text: String) throws -> [String: String] {
-        if text == "{}" { return [:] }
-        if text.hasPrefix(#"{""#), text.hasSuffix(#""}"#), !text.contains("\\") {
-            var result: [String: String] = [:]
-            for pair in text.dropFirst(2).dropLast(2).split(separator: #"",""#, omittingEmptySubsequences: false) {
-                let parts = pair.split(separator: #"":""#, maxSplits: 1, omittingEmptySubsequences: false)
-                guard parts.count == 2, !parts[0].contains("\""), !parts[1].contains("\"") else {
-                    return try JSONDecoder().decode([String: String].self, from: Data(text.utf8))
-                }
-                result[String(parts[0])] = String(parts[1])
-            }
-            return result
-        }
+        if let object = FlatJSON.object(text) { return object }
         return try JSONDecoder().decode([String: String].self, from: Data(text.utf8))
     }
 
@@ -147,21 +129,26 @@ public final class SQLiteJobStore: JobStore {
                 job.hookPending, job.webhookPending, validators]
     }
 
+    /// The columns of a job, in the order ``arguments(of:)`` gives and ``job(from:)`` reads them.
+    private static let columns = """
+        gid, sortOrder, uris, destination, options, state, priority, bytesPerSecond, totalLength, completedLength, sha256, \
+        errorCode, errorMessage, addedAt, finishedAt, hookPending, webhookPending, validators
+        """
+
     private static func job(from row: Row) throws -> Job {
-        let uris = try strings(row["uris"])
-        let options = try dictionary(row["options"])
-        var job = Job(gid: row["gid"], order: row["sortOrder"], uris: uris, destination: row["destination"], options: options,
-                      state: DownloadState(rawValue: row["state"]), priority: row["priority"],
-                      bytesPerSecond: row["bytesPerSecond"], addedAt: row["addedAt"])
-        job.totalLength = row["totalLength"]
-        job.completedLength = row["completedLength"]
-        job.sha256 = row["sha256"]
-        job.errorCode = row["errorCode"]
-        job.errorMessage = row["errorMessage"]
-        job.finishedAt = row["finishedAt"]
-        job.hookPending = row["hookPending"]
-        job.webhookPending = row["webhookPending"]
-        if let text: String = row["validators"] {
+        let uris = try strings(row[2])
+        let options = try dictionary(row[4])
+        var job = Job(gid: row[0], order: row[1], uris: uris, destination: row[3], options: options,
+                      state: DownloadState(rawValue: row[5]), priority: row[6], bytesPerSecond: row[7], addedAt: row[13])
+        job.totalLength = row[8]
+        job.completedLength = row[9]
+        job.sha256 = row[10]
+        job.errorCode = row[11]
+        job.errorMessage = row[12]
+        job.finishedAt = row[14]
+        job.hookPending = row[15]
+        job.webhookPending = row[16]
+        if let text: String = row[17] {
             job.validators = try JSONDecoder().decode(ConditionalRefresh.Recorded.self, from: Data(text.utf8))
         }
         return job

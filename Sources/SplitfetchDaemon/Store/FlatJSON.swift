@@ -1,0 +1,97 @@
+/// A reader of the two JSON shapes the SQLite store writes in a column, an array of strings
+/// and an object of strings, as `JSONEncoder` writes them: no white space, and only the short
+/// escapes (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`). It walks the UTF-8 bytes once; a
+/// restart of 20,000 jobs spent a quarter of its time in `JSONDecoder` on these columns.
+///
+/// Anything else (white space, `\u` escapes, a value that is not a string, a repeated key)
+/// gives `nil`, and the caller uses `JSONDecoder`, which decides.
+enum FlatJSON {
+    /// `["a","b"]` read as its strings.
+    static func strings(_ text: String) -> [String]? {
+        var text = text
+        return text.withUTF8 { bytes -> [String]? in
+            var reader = Reader(bytes: bytes)
+            guard reader.take(UInt8(ascii: "[")) else { return nil }
+            var result: [String] = []
+            if reader.take(UInt8(ascii: "]")) { return reader.atEnd ? result : nil }
+            repeat {
+                guard let value = reader.string() else { return nil }
+                result.append(value)
+            } while reader.take(UInt8(ascii: ","))
+            return reader.take(UInt8(ascii: "]")) && reader.atEnd ? result : nil
+        }
+    }
+
+    /// `{"k":"v"}` read as its pairs.
+    static func object(_ text: String) -> [String: String]? {
+        var text = text
+        return text.withUTF8 { bytes -> [String: String]? in
+            var reader = Reader(bytes: bytes)
+            guard reader.take(UInt8(ascii: "{")) else { return nil }
+            var result: [String: String] = [:]
+            if reader.take(UInt8(ascii: "}")) { return reader.atEnd ? result : nil }
+            repeat {
+                guard let key = reader.string(), reader.take(UInt8(ascii: ":")), let value = reader.string(),
+                      result.updateValue(value, forKey: key) == nil else { return nil }
+            } while reader.take(UInt8(ascii: ","))
+            return reader.take(UInt8(ascii: "}")) && reader.atEnd ? result : nil
+        }
+    }
+
+    private struct Reader {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var index = 0
+
+        var atEnd: Bool { index == bytes.count }
+
+        mutating func take(_ byte: UInt8) -> Bool {
+            guard index < bytes.count, bytes[index] == byte else { return false }
+            index += 1
+            return true
+        }
+
+        /// A quoted string with short escapes only.
+        mutating func string() -> String? {
+            guard take(UInt8(ascii: "\"")) else { return nil }
+            let start = index
+            // The usual string has no escape: one copy of its bytes.
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") {
+                    index += 1
+                    return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index - 1]), as: UTF8.self)
+                }
+                if byte == UInt8(ascii: "\\") { break }
+                if byte < 0x20 { return nil }
+                index += 1
+            }
+            var unescaped = Array(bytes[start..<index])
+            while index < bytes.count {
+                let byte = bytes[index]
+                index += 1
+                switch byte {
+                case UInt8(ascii: "\""):
+                    return String(validating: unescaped, as: UTF8.self)
+                case UInt8(ascii: "\\"):
+                    guard index < bytes.count else { return nil }
+                    let escaped = bytes[index]
+                    index += 1
+                    switch escaped {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): unescaped.append(escaped)
+                    case UInt8(ascii: "b"): unescaped.append(0x08)
+                    case UInt8(ascii: "f"): unescaped.append(0x0C)
+                    case UInt8(ascii: "n"): unescaped.append(0x0A)
+                    case UInt8(ascii: "r"): unescaped.append(0x0D)
+                    case UInt8(ascii: "t"): unescaped.append(0x09)
+                    default: return nil
+                    }
+                case 0..<0x20:
+                    return nil
+                default:
+                    unescaped.append(byte)
+                }
+            }
+            return nil
+        }
+    }
+}
