@@ -65,6 +65,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 // The timer thread's deadlines (TimerQueue).
                 .product(name: "HeapModule", package: "swift-collections"),
+                // Event buffers read from the front (a restart queues an event per job).
+                .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strict
         ),

@@ -1,3 +1,4 @@
+import DequeModule
 import NIOConcurrencyHelpers
 
 /// One subscriber's stream of a download's events (``Download/subscribe(keepingProgress:)``).
@@ -29,7 +30,7 @@ public struct DownloadEvents: AsyncSequence, Sendable {
 /// Thread safety: the state is behind one lock; the reader's continuation is resumed outside it.
 final class EventSubscriber<Element: Sendable>: Sendable {
     private struct State {
-        var buffer: [Element] = []
+        var buffer: Deque<Element> = []
         var progressHeld = 0
         var finished = false
         var waiter: CheckedContinuation<Element?, Never>?
