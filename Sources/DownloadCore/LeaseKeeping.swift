@@ -28,6 +28,23 @@ public struct LeaseKeeping: Sendable, Equatable {
     /// Seconds between renewals.
     public var renewEvery: Double { leaseSeconds / 3 }
 
+    /// When the running jobs must stop unless a renewal answers first.
+    public var stopAt: Double { confirmedAt + leaseSeconds * Self.stopShare }
+
+    /// How long a renewal sent at `now` may wait for its answer before it counts as failed: a
+    /// database that does not answer at all (a connection that hangs, a server that is away
+    /// while the pool waits to connect) must not hold the decision past ``stopAt``. Until the
+    /// stop point, but at least a second, and at most a renewal period.
+    public func timeLimit(at now: Double) -> Double {
+        min(renewEvery, max(1, stopAt - now))
+    }
+
+    /// Seconds from a renewal that failed at `now` to the next: the usual period, or sooner
+    /// when the stop point comes first (at least half a second).
+    public func retryDelay(afterFailureAt now: Double) -> Double {
+        min(renewEvery, max(0.5, stopAt - now))
+    }
+
     /// A renewal sent at `sentAt` for `asked` answered that the worker still holds `held`;
     /// `running` are the jobs it runs now (some may have ended meanwhile). Returns the jobs to
     /// stop: running, asked for, and not held.

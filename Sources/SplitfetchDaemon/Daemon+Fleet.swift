@@ -163,20 +163,29 @@ extension Daemon {
         if !dropped.isEmpty { fleet.wake() }
     }
 
-    /// Renews the leases every third of a lease; stops what is no longer held.
+    /// Renews the leases every third of a lease; stops what is no longer held. Each renewal has
+    /// a time limit (``LeaseKeeping/timeLimit(at:)``): one the database never answers counts as
+    /// failed, so that the jobs stop before their leases run out and another worker takes them.
     private func renewLoop(_ fleet: Fleet) async {
+        var delay = fleet.state.withLockedValue { $0.keeping.renewEvery }
         while !Task.isCancelled {
-            let every = fleet.state.withLockedValue { $0.keeping.renewEvery }
-            try? await Task.sleep(for: .seconds(every))
+            try? await Task.sleep(for: .seconds(delay))
+            guard !Task.isCancelled else { return }
+            delay = fleet.state.withLockedValue { $0.keeping.renewEvery }
             let asked = Array(fleet.held)
             let sentAt = fleet.now
             guard !asked.isEmpty else {
                 fleet.state.withLockedValue { $0.keeping.idle(at: sentAt) }
                 continue
             }
-            if fleet.slots != nil { try? await fleet.store.renewSlots(seconds: fleet.leaseSeconds) }
-            do {
-                let still = try await fleet.store.renew(owner: fleet.worker, gids: asked, seconds: fleet.leaseSeconds)
+            let limit = fleet.state.withLockedValue { $0.keeping.timeLimit(at: sentAt) }
+            let (store, worker, seconds, slots) = (fleet.store, fleet.worker, fleet.leaseSeconds, fleet.slots != nil)
+            let answer = await within(seconds: limit) {
+                if slots { try? await store.renewSlots(seconds: seconds) }
+                return try await store.renew(owner: worker, gids: asked, seconds: seconds)
+            }
+            switch answer {
+            case .success(let still):
                 // A job that ended here lets its lease go with its end: not a loss.
                 let (lost, endedHere) = fleet.state.withLockedValue { state -> ([String], [String]) in
                     state.statistics.renewals += 1
@@ -189,11 +198,20 @@ extension Daemon {
                     logger.notice("leases lost; those downloads stop here", metadata: ["jobs": "\(lost.count)"])
                 }
                 if !lost.isEmpty || !endedHere.isEmpty { letGo(lost + endedHere, fleet) }
-            } catch {
-                if fleet.state.withLockedValue({ $0.keeping.renewalFailed(at: fleet.now) }) {
+            case .failure, nil:
+                let now = fleet.now
+                let (stop, retry) = fleet.state.withLockedValue { state in
+                    (state.keeping.renewalFailed(at: now), state.keeping.retryDelay(afterFailureAt: now))
+                }
+                delay = retry
+                if stop {
                     let all = Array(fleet.held)
+                    let error = answer.map { result in
+                        if case .failure(let error) = result { return PostgresJobStore.describe(error) }
+                        return ""
+                    } ?? "no answer in \(limit) s"
                     logger.warning("leases could not be renewed in time; downloads stop here until the database answers",
-                                   metadata: ["jobs": "\(all.count)", "error": "\(PostgresJobStore.describe(error))"])
+                                   metadata: ["jobs": "\(all.count)", "error": "\(error)"])
                     letGo(all, fleet)
                 }
             }
