@@ -176,15 +176,40 @@ public final class Daemon: Sendable {
         await queue.shutdown()
         await ownedSession?.shutdown()
         events.cancel()
-        await writer.close()
         if let fleet {
-            // The jobs it ran wait again, for any worker, at once (their data is kept).
-            do { try await fleet.store.release(owner: fleet.worker) } catch {
-                logger.warning("leases not let go; they expire", metadata: ["error": "\(PostgresJobStore.describe(error))"])
+            // The database may be away: its part of stopping has a time limit, so a stop is never
+            // held up by it (a service manager would kill the daemon). What is not written then
+            // is not lost: the leases expire, and the worker that claims a job finds its data
+            // (a finished file is recognised as such).
+            let (writer, logger) = (writer, logger)
+            let done = await within(seconds: Self.databaseStopSeconds) {
+                await writer.close()
+                // The jobs it ran wait again, for any worker, at once (their data is kept).
+                do { try await fleet.store.release(owner: fleet.worker) } catch {
+                    logger.warning("leases not let go; they expire", metadata: ["error": "\(PostgresJobStore.describe(error))"])
+                }
             }
+            if !done {
+                logger.warning("the queue's database did not answer: the last changes are not written; the leases expire",
+                               metadata: ["waited": "\(Int(Self.databaseStopSeconds)) s", "lease": "\(Int(fleet.leaseSeconds)) s"])
+            }
+        } else {
+            await writer.close()
         }
         for listener in listeners.withLockedValue({ $0.values }) { listener.finish() }
     }
+
+    /// The daemon was told to stop (a signal). In a fleet, requests still waiting for the
+    /// queue's database (an add, a purge) are answered now: the database may be away, and the
+    /// server's graceful stop waits for every request.
+    func stopRequested() {
+        guard fleet != nil else { return }
+        writer.abandonWaiters(RPCError.failed(
+            "the daemon is stopping before the queue's database answered: the change may or may not be saved (list the queue)"))
+    }
+
+    /// How long a stop waits for the queue's database (its last writes, the leases let go).
+    static let databaseStopSeconds = 10.0
 
     func notify(_ notification: Notification) {
         for listener in listeners.withLockedValue({ Array($0.values) }) { listener.yield(notification) }

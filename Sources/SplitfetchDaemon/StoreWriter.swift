@@ -6,6 +6,11 @@ import NIOConcurrencyHelpers
 /// the next batch, after a backoff (0.25 s doubling to 8 s): a change nobody waits for (a
 /// download's end) is not lost while the store is away (a database restarting), only late.
 /// After ``close()`` a failed write is given up (logged).
+///
+/// A batch the store refuses for one of its jobs (``StoreError/isRefusal``: a file another job
+/// completed or writes) is written again group by group, each waiter's jobs together and each
+/// job nobody waits for alone: the refusal reaches only the writes it concerns, and is not
+/// retried.
 final class StoreWriter: Sendable {
     let store: any JobStore
     /// The records of these jobs as they are now (the daemon's), read when a batch is written,
@@ -16,10 +21,23 @@ final class StoreWriter: Sendable {
     let failed: @Sendable (any Error) -> Void
     private let state = NIOLockedValueBox(Pending())
 
-    struct Pending {
+    /// Someone waiting for these jobs to be written (or deleted), together.
+    private struct Waiter {
+        let id: Int
+        let upserts: [String]
+        let deletes: [String]
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct Pending {
+        /// Jobs to write that nobody waits for.
         var upserts: [String] = []
-        var deletes: [String] = []
-        var waiters: [CheckedContinuation<Void, any Error>] = []
+        /// Waiters not in a batch yet.
+        var waiting: [Waiter] = []
+        /// Waiters whose batch is being written; answered once (``abandonWaiters(_:)`` may
+        /// answer them first).
+        var inFlight: [Int: Waiter] = [:]
+        var nextID = 0
         var running = false
         var idle: [CheckedContinuation<Void, Never>] = []
         var closing = false
@@ -54,9 +72,8 @@ final class StoreWriter: Sendable {
     private func enqueue(upserts: [String], deletes: [String]) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let start = state.withLockedValue { pending -> Bool in
-                pending.upserts += upserts
-                pending.deletes += deletes
-                pending.waiters.append(continuation)
+                pending.waiting.append(Waiter(id: pending.nextID, upserts: upserts, deletes: deletes, continuation: continuation))
+                pending.nextID += 1
                 defer { pending.running = true }
                 return !pending.running
             }
@@ -64,43 +81,87 @@ final class StoreWriter: Sendable {
         }
     }
 
+    /// Answers every waiter now with `error`, written or not (the daemon stops while the store
+    /// does not answer: its API requests must end). Their writes may still happen.
+    func abandonWaiters(_ error: any Error) {
+        let waiters = state.withLockedValue { pending -> [Waiter] in
+            defer {
+                pending.waiting = []
+                pending.inFlight = [:]
+            }
+            return pending.waiting + Array(pending.inFlight.values)
+        }
+        for waiter in waiters { waiter.continuation.resume(throwing: error) }
+    }
+
+    /// Answers a waiter of the batch under way, unless it was answered already.
+    private func answer(_ waiter: Waiter, _ error: (any Error)?) {
+        guard state.withLockedValue({ $0.inFlight.removeValue(forKey: waiter.id) }) != nil else { return }
+        if let error { waiter.continuation.resume(throwing: error) } else { waiter.continuation.resume() }
+    }
+
     /// Writes batch after batch until nothing waits.
     private func drain() async {
         let source = rows.withLockedValue { $0 }
         var backoff = 0.25
         while true {
-            let batch = state.withLockedValue { pending -> Pending? in
-                if pending.waiters.isEmpty && pending.upserts.isEmpty && pending.deletes.isEmpty {
+            let batch = state.withLockedValue { pending -> (soon: [String], waiters: [Waiter])? in
+                if pending.waiting.isEmpty && pending.upserts.isEmpty {
                     pending.running = false
                     return nil
                 }
-                let batch = pending
+                let batch = (pending.upserts, pending.waiting)
+                for waiter in pending.waiting { pending.inFlight[waiter.id] = waiter }
                 pending.upserts = []
-                pending.deletes = []
-                pending.waiters = []
+                pending.waiting = []
                 return batch
             }
             guard let batch else { break }
-            let deleted = Set(batch.deletes)
             // Each record as it is now: a later change already in memory is written too.
-            let (upserts, held) = source?(Array(Set(batch.upserts).subtracting(deleted))) ?? ([], [])
+            let write = { (upserts: [String], deletes: [String]) async throws in
+                let deleted = Set(deletes)
+                let (jobs, held) = source?(Array(Set(upserts).subtracting(deleted))) ?? ([], [])
+                try await self.store.save(upserting: jobs, deleting: Array(deleted), held: held)
+            }
+            let groups = batch.waiters.count + batch.soon.count
+            var retry: [String] = []
             do {
-                try await store.save(upserting: upserts, deleting: Array(deleted), held: held)
-                for waiter in batch.waiters { waiter.resume() }
-                backoff = 0.25
+                try await write(batch.soon + batch.waiters.flatMap(\.upserts), batch.waiters.flatMap(\.deletes))
+                for waiter in batch.waiters { answer(waiter, nil) }
+            } catch let refusal as StoreError where refusal.isRefusal && groups > 1 {
+                for waiter in batch.waiters {
+                    do { try await write(waiter.upserts, waiter.deletes); answer(waiter, nil) } catch {
+                        failed(error)
+                        answer(waiter, error)
+                        if !((error as? StoreError)?.isRefusal ?? false) { retry += waiter.upserts }
+                    }
+                }
+                for gid in Set(batch.soon) {
+                    do { try await write([gid], []) } catch {
+                        failed(error)
+                        if !((error as? StoreError)?.isRefusal ?? false) { retry.append(gid) }
+                    }
+                }
             } catch {
                 failed(error)
-                for waiter in batch.waiters { waiter.resume(throwing: error) }
-                let retry = state.withLockedValue { pending -> Bool in
-                    guard !pending.closing else { return false }
+                for waiter in batch.waiters { answer(waiter, error) }
+                if !((error as? StoreError)?.isRefusal ?? false) {
                     // The records as they are in memory (a purge that failed was told so: not again).
-                    pending.upserts += upserts.map(\.gid)
-                    return true
+                    retry = batch.soon + batch.waiters.flatMap(\.upserts)
                 }
-                if retry {
-                    try? await Task.sleep(for: .seconds(backoff))
-                    backoff = min(backoff * 2, 8)
-                }
+            }
+            guard !retry.isEmpty else {
+                backoff = 0.25
+                continue
+            }
+            let again = state.withLockedValue { pending -> Bool in
+                guard !pending.closing else { return false }
+                pending.upserts += retry
+                return true
+            }
+            if again {
+                try? await Task.sleep(for: .seconds(backoff))
+                backoff = min(backoff * 2, 8)
             }
         }
         for waiter in state.withLockedValue({ pending in defer { pending.idle = [] }; return pending.idle }) { waiter.resume() }

@@ -4,6 +4,7 @@ import HummingbirdWebSocket
 public import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import ServiceLifecycle
 
 /// The daemon's HTTP and WebSocket front: `POST /jsonrpc` and a WebSocket on `/jsonrpc`, both
 /// behind the same checks (``RequestGuard``): the `Host` must be the daemon's, an `Origin` must
@@ -109,8 +110,13 @@ public enum DaemonServer {
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? configuration.port) },
             logger: logger
         )
+        // The stop watcher is told of SIGTERM or SIGINT first (services stop in reverse order):
+        // requests that wait for the queue's database are answered then, so the server's
+        // graceful stop does not wait for a database that is away.
+        let services = ServiceGroup(configuration: .init(
+            services: [app, StopWatcher { daemon.stopRequested() }], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.runService() }
+            group.addTask { try await services.run() }
             group.addTask {
                 for await _ in shutdown.stream { return }
             }
@@ -198,5 +204,15 @@ final class FailureThrottle: Sendable {
             return slot
         }
         try? await Task.sleep(until: slot, clock: .continuous)
+    }
+}
+
+/// Waits for the service group's graceful stop, then runs `stopping`.
+private struct StopWatcher: Service {
+    let stopping: @Sendable () -> Void
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        stopping()
     }
 }

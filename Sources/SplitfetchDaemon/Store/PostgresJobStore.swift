@@ -84,16 +84,22 @@ public final class PostgresJobStore: JobStore {
         runner.cancel()
     }
 
-    /// Lets go of the queue's lock and the connections, and waits until they are gone.
+    /// Lets go of the worker name's lock and the connections, and waits until they are gone, or
+    /// at most 5 s: a server that is away answers nothing (its sessions, and the lock, end with
+    /// the process).
     public func close() async {
         let holder = owner.withLockedValue { task -> Task<Void, Never>? in
             defer { task = nil }
             return task
         }
-        holder?.cancel()
-        await holder?.value
+        let runner = runner
+        _ = await within(seconds: 5) {
+            holder?.cancel()
+            await holder?.value
+            runner.cancel()
+            await runner.value
+        }
         runner.cancel()
-        await runner.value
     }
 
     /// Versioned migrations: a schema is only ever added to.

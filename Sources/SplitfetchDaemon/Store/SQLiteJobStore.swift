@@ -168,6 +168,15 @@ public enum StoreError: Error, CustomStringConvertible, Sendable, Equatable {
     /// A job of the queue completed this file already (a fleet's daemon may not know it yet).
     case fileExists(String)
 
+    /// A write refused for what it writes (a file another job of the queue completed or
+    /// writes): writing it again changes nothing.
+    public var isRefusal: Bool {
+        switch self {
+        case .sameFile, .fileExists: true
+        case .damaged, .cannotOpen, .unavailable: false
+        }
+    }
+
     public var description: String {
         switch self {
         case .damaged(let path, let detail):
