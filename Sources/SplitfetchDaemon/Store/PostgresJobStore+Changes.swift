@@ -29,6 +29,9 @@ extension PostgresJobStore {
                 do {
                     let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
                     delay = 0.25
+                    // Closed however listening ends: a connection dropped unclosed is a bug
+                    // postgres-nio asserts against (a server going away ends `listen` with an error).
+                    defer { Task { try? await connection.close() } }
                     try await withTaskCancellationHandler {
                         try await connection.listen(on: Self.channel) { notifications in
                             continuation.yield(.missed)
@@ -43,7 +46,6 @@ extension PostgresJobStore {
                     } onCancel: {
                         _ = connection.close() as EventLoopFuture<Void>
                     }
-                    try? await connection.close()
                 } catch {
                     if !Task.isCancelled {
                         logger.warning("listening for queue changes failed; trying again", metadata: ["error": "\(Self.describe(error))"])
