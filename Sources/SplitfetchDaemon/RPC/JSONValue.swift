@@ -140,14 +140,17 @@ extension JSONValue {
     /// Foundation's booleans are `NSNumber`s of their own class.
     private static let booleanClass = ObjectIdentifier(type(of: NSNumber(value: true)))
 
+    /// The Swift kinds are tried first: a Swift array, dictionary or string tested against a class
+    /// (`NSNull`, `NSNumber`) is bridged to an object for the test, which took a third of the time
+    /// of a 1,000-add `system.multicall`.
     private static func convert(_ any: Any) -> JSONValue {
         switch any {
+        case let string as String: return .string(string)
+        case let object as [String: Any]: return .object(object.mapValues(convert))
+        case let array as [Any]: return .array(array.map(convert))
         case is NSNull: return .null
         case let number as NSNumber:
             return ObjectIdentifier(type(of: number)) == booleanClass ? .bool(number.boolValue) : .number(number.doubleValue)
-        case let string as String: return .string(string)
-        case let array as [Any]: return .array(array.map(convert))
-        case let object as [String: Any]: return .object(object.mapValues(convert))
         default: return .null
         }
     }
