@@ -405,6 +405,19 @@ struct StoreTextTests {
         #expect(try SQLiteJobStore.dictionary(text) == JSONDecoder().decode([String: String].self, from: Data(text.utf8)))
     }
 
+    @Test("what the store writes reads back, by the fast reader and by the decoder", arguments: [
+        [], [""], ["http://a/x?y=1&z=\"2\""], ["a\\b", "tab\there", "nl\ncr\rbs\u{8}ff\u{C}", "bell\u{7}\u{1F}end", "é ✓ 🎉"],
+    ] as [[String]])
+    func written(strings: [String]) throws {
+        let list = FlatJSON.encode(strings)
+        #expect(try SQLiteJobStore.strings(list) == strings)
+        #expect(try JSONDecoder().decode([String].self, from: Data(list.utf8)) == strings)
+        let object = Dictionary(uniqueKeysWithValues: strings.enumerated().map { ("k\($0.offset)\($0.element)", $0.element) })
+        let text = FlatJSON.encode(object)
+        #expect(try SQLiteJobStore.dictionary(text) == object)
+        #expect(try JSONDecoder().decode([String: String].self, from: Data(text.utf8)) == object)
+    }
+
     @Test("what is not JSON is refused, as the decoder refuses it", arguments: [
         #"["a""#, #"["a\x"]"#, "[\"a\u{1}\"]", #"{"a":1}"#, #"{"a"}"#, #"["a"]x"#, "",
     ])

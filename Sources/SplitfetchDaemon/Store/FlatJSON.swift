@@ -38,6 +38,56 @@ enum FlatJSON {
         }
     }
 
+    /// `strings` written as a JSON array.
+    static func encode(_ strings: [String]) -> String {
+        var out = "["
+        for (index, string) in strings.enumerated() {
+            if index > 0 { out += "," }
+            append(string, to: &out)
+        }
+        return out + "]"
+    }
+
+    /// `object` written as a JSON object, its keys sorted (the same map, the same text).
+    static func encode(_ object: [String: String]) -> String {
+        var out = "{"
+        for (index, key) in object.keys.sorted().enumerated() {
+            if index > 0 { out += "," }
+            append(key, to: &out)
+            out += ":"
+            append(object[key]!, to: &out)
+        }
+        return out + "}"
+    }
+
+    /// A JSON string: quotes, backslashes and control characters escaped, the rest as it is.
+    private static func append(_ string: String, to out: inout String) {
+        out += "\""
+        var plain = string.unicodeScalars.startIndex
+        let scalars = string.unicodeScalars
+        for index in scalars.indices {
+            let scalar = scalars[index]
+            let escaped: String? = switch scalar {
+            case "\"": "\\\""
+            case "\\": "\\\\"
+            case "\n": "\\n"
+            case "\r": "\\r"
+            case "\t": "\\t"
+            case "\u{8}": "\\b"
+            case "\u{C}": "\\f"
+            case _ where scalar.value < 0x20:
+                "\\u00" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
+            default: nil
+            }
+            guard let escaped else { continue }
+            out.unicodeScalars.append(contentsOf: scalars[plain..<index])
+            out += escaped
+            plain = scalars.index(after: index)
+        }
+        out.unicodeScalars.append(contentsOf: scalars[plain...])
+        out += "\""
+    }
+
     private struct Reader {
         let bytes: UnsafeBufferPointer<UInt8>
         var index = 0

@@ -121,8 +121,9 @@ public final class SQLiteJobStore: JobStore {
     private static func arguments(of job: Job) throws -> StatementArguments {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        let uris = String(decoding: try encoder.encode(job.uris), as: UTF8.self)
-        let options = String(decoding: try encoder.encode(job.options), as: UTF8.self)
+        // Written three times per job (added, started, ended): without the encoder.
+        let uris = FlatJSON.encode(job.uris)
+        let options = FlatJSON.encode(job.options)
         let validators = try job.validators.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
         return [job.gid, job.order, uris, job.destination, options, job.state.rawValue, job.priority, job.bytesPerSecond,
                 job.totalLength, job.completedLength, job.sha256, job.errorCode, job.errorMessage, job.addedAt, job.finishedAt,
