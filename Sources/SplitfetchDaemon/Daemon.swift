@@ -86,7 +86,7 @@ public final class Daemon: Sendable {
         }
         sessionID = Self.newGID()
         limits = ScheduleRunner(queue: queue, bytesPerSecond: bytesPerSecond, maximumActive: maximumActive)
-        let subscription = queue.subscribe(keepingProgress: 1)
+        let subscription = queue.subscribe(keepingProgress: 1, statesOnly: true)
         var initial = State()
         initial.globalOptions = [
             "dir": root.path.string,

@@ -13,11 +13,14 @@ struct QueueTests {
     /// and how many progress events it got.
     final class Follower: Sendable {
         let seen = NIOLockedValueBox<(lifecycle: [String], progress: Int)>(([], 0))
+        /// The state changes alone, in order.
+        let states = NIOLockedValueBox<[String]>([])
 
         func note(_ event: QueueEvent) {
             seen.withLockedValue { seen in
                 if let state = event.state {
                     seen.lifecycle.append("\(event.id) \(state)")
+                    states.withLockedValue { $0.append("\(event.id) \(state)") }
                 } else if let kind = event.event?.kind {
                     if kind == .progress { seen.progress += 1 } else { seen.lifecycle.append("\(event.id) \(kind)") }
                 }
@@ -59,9 +62,10 @@ struct QueueTests {
         try await withServer(.init(rateLimit: 4 << 20)) { server in
             try await withTemporaryDirectory { dir in
                 let queue = DownloadQueue(maximumActive: 4)
-                let followers = [Follower(), Follower(), Follower()]
+                let followers = [Follower(), Follower(), Follower(), Follower()]
                 let gate = Gate()
-                let readers = [queue.subscribe(), queue.subscribe(), queue.subscribe(keepingProgress: 4)].enumerated().map { index, events in
+                let readers = [queue.subscribe(), queue.subscribe(), queue.subscribe(keepingProgress: 4),
+                               queue.subscribe(statesOnly: true)].enumerated().map { index, events in
                     Task {
                         var count = 0
                         for await event in events {
@@ -119,6 +123,10 @@ struct QueueTests {
                 let lifecycles = followers.map { $0.seen.withLockedValue { $0.lifecycle } }
                 #expect(lifecycles[0] == lifecycles[1])
                 #expect(lifecycles[0] == lifecycles[2], "the slow subscriber lost no lifecycle event")
+                // The states-only subscriber saw every state change, in the same order, and nothing else.
+                #expect(followers[3].states.withLockedValue { $0 } == followers[0].states.withLockedValue { $0 })
+                #expect(lifecycles[3] == followers[3].states.withLockedValue { $0 } && followers[3].seen.withLockedValue { $0.progress } == 0)
+                #expect(lifecycles[0].count > lifecycles[3].count)
                 // Each kept file: added, started, probed, transfers started, finished, complete.
                 for index in 0..<50 where index != 3 && index != 19 {
                     let own = lifecycles[0].filter { $0.hasPrefix("f\(index) ") }.map { $0.split(separator: " ")[1] }

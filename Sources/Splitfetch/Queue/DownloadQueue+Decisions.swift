@@ -76,7 +76,9 @@ extension DownloadQueue {
     }
 
     private func publish(_ event: QueueEvent, _ state: inout State) {
-        for (id, subscriber) in state.subscribers where id == nil || id == event.id { subscriber.deliver(event) }
+        for (id, statesOnly, subscriber) in state.subscribers where (id == nil || id == event.id) && (!statesOnly || event.state != nil) {
+            subscriber.deliver(event)
+        }
     }
 
     /// Under the lock: starts a run of `id`.

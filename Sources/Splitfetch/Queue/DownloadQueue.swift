@@ -76,7 +76,7 @@ public final class DownloadQueue: Sendable {
     struct State {
         var schedule: QueueSchedule
         var records: [ID: Record] = [:]
-        var subscribers: [(id: ID?, subscriber: EventSubscriber<QueueEvent>)] = []
+        var subscribers: [(id: ID?, statesOnly: Bool, subscriber: EventSubscriber<QueueEvent>)] = []
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
         var closed = false
     }
@@ -296,12 +296,14 @@ public final class DownloadQueue: Sendable {
     /// download's) state changes and events. A one-download stream ends when the download is
     /// complete, failed or removed; a whole-queue stream ends at ``shutdown()``. A subscriber
     /// that falls behind loses only its own oldest progress events beyond `keepingProgress`.
-    public func subscribe(to id: ID? = nil, keepingProgress: Int = 64) -> QueueEvents {
+    /// With `statesOnly`, the stream has the state changes alone: a subscriber that records
+    /// states is then woken once per change, not for every event of every download.
+    public func subscribe(to id: ID? = nil, keepingProgress: Int = 64, statesOnly: Bool = false) -> QueueEvents {
         let subscriber = EventSubscriber<QueueEvent>(keepingProgress: keepingProgress, isProgress: \.isProgress)
         let ended = state.withLockedValue { state -> Bool in
             if state.closed { return true }
             if let id, state.schedule.entry(id)?.state.isFinal ?? true { return true }
-            state.subscribers.append((id, subscriber))
+            state.subscribers.append((id, statesOnly, subscriber))
             return false
         }
         if ended { subscriber.finish() }
