@@ -179,9 +179,9 @@ extension Daemon {
                 continue
             }
             let limit = fleet.state.withLockedValue { $0.keeping.timeLimit(at: sentAt) }
-            let (store, worker, seconds, slots) = (fleet.store, fleet.worker, fleet.leaseSeconds, fleet.slots != nil)
+            let (store, worker, seconds, slots) = (fleet.store, fleet.worker, fleet.leaseSeconds, fleet.slots?.held ?? [:])
             let answer = await within(seconds: limit) {
-                if slots { try? await store.renewSlots(seconds: seconds) }
+                try? await store.renewSlots(seconds: seconds, held: slots)
                 return try await store.renew(owner: worker, gids: asked, seconds: seconds)
             }
             switch answer {

@@ -35,6 +35,9 @@ final class FleetHostSlots: SharedHostCap, Sendable {
     }
 
     /// Slot queries answered, slots granted, and the queries' time in all (seconds).
+    /// The slots this daemon's requests hold now, by host (the ones to renew).
+    var held: [String: [Int32]] { state.withLockedValue { $0.held.filter { !$0.value.isEmpty } } }
+
     var statistics: (queries: Int, granted: Int, seconds: Double) {
         state.withLockedValue { ($0.queries, $0.granted, $0.seconds) }
     }
@@ -118,9 +121,14 @@ final class FleetHostSlots: SharedHostCap, Sendable {
         let store = store
         Task { [weak self] in
             try? await Task.sleep(for: early ? Self.earlyCloseGrace : Self.closeGrace)
-            // Given back through the database (announced to every daemon); if it cannot be, its
-            // lease runs out.
-            do { try await store.releaseSlots(host: host, slots: [slot]) } catch {}
+            // Given back through the database (announced to every daemon), asked again for a
+            // while when the database is away; then its lease runs out (it is no longer renewed).
+            for attempt in 0..<10 {
+                if await within(seconds: 5, { try await store.releaseSlots(host: host, slots: [slot]) }).map({ (try? $0.get()) != nil }) == true {
+                    break
+                }
+                try? await Task.sleep(for: .seconds(min(8, 0.25 * Double(1 << attempt))))
+            }
             self?.wake()
         }
     }
@@ -134,7 +142,13 @@ final class FleetHostSlots: SharedHostCap, Sendable {
                 let slots: [Int32]
                 do {
                     let sent = ContinuousClock.now
-                    slots = try await store.takeSlots(host: host, count: count, cap: cap, seconds: leaseSeconds)
+                    // A database that does not answer at all must not hold the broker: it asks
+                    // again. (Slots taken by a query given up on are not held: their leases run out.)
+                    let (store, cap, leaseSeconds) = (store, cap, leaseSeconds)
+                    guard let answer = await within(seconds: 5, {
+                        try await store.takeSlots(host: host, count: count, cap: cap, seconds: leaseSeconds)
+                    }) else { throw StoreError.unavailable("no answer in 5 s") }
+                    slots = try answer.get()
                     let took = ContinuousClock.now - sent
                     state.withLockedValue { state in
                         state.queries += 1

@@ -48,10 +48,16 @@ extension PostgresJobStore {
             """, logger: logger)
     }
 
-    /// Renews the leases of every slot this worker holds.
-    public func renewSlots(seconds: Double) async throws {
+    /// Renews the leases of `held`, the slots this worker's requests hold now (by host). Only
+    /// those: a slot whose release did not reach the database (it was away) is not kept alive
+    /// by the renewals, and its lease runs out.
+    public func renewSlots(seconds: Double, held: [String: [Int32]]) async throws {
+        let pairs = held.flatMap { host, slots in slots.map { (host, $0) } }
+        guard !pairs.isEmpty else { return }
         try await client.query("""
-            UPDATE splitfetch_host_slot SET lease_until = now() + make_interval(secs => \(seconds)) WHERE owner = \(worker)
+            UPDATE splitfetch_host_slot AS s SET lease_until = now() + make_interval(secs => \(seconds))
+            FROM unnest(\(pairs.map(\.0))::text[], \(pairs.map(\.1))::int4[]) AS held(host, slot)
+            WHERE s.owner = \(worker) AND s.host = held.host AND s.slot = held.slot
             """, logger: logger)
     }
 
