@@ -85,9 +85,18 @@ extension Daemon {
             await stopping.value
             fleet.state.withLockedValue { _ = $0.stopping.removeValue(forKey: job.gid) }
         }
-        fleet.state.withLockedValue { state in
+        // Changed since the claim (paused or removed through any daemon while the claim was
+        // answered: the copy has read the newer row): not run here; the change let the lease go.
+        let current = fleet.state.withLockedValue { state -> Bool in
+            if let known = state.versions[job.gid], known > claimed.version { return false }
             state.held.insert(job.gid)
-            state.versions[job.gid] = max(state.versions[job.gid] ?? 0, claimed.version)
+            state.versions[job.gid] = claimed.version
+            return true
+        }
+        guard current else {
+            logger.debug("a claimed job changed meanwhile; not run", metadata: ["gid": "\(job.gid)"])
+            fleet.wake()
+            return
         }
         // Waiting here until the library queue starts it: that start is what this daemon's
         // clients hear (onDownloadStart), as for a job of its own queue.
