@@ -77,8 +77,13 @@ def final_checks(listed, sizes, root, server):
     jobs, total = len(sizes), sum(sizes)
     names = [os.path.basename(str(d.files[0].path)) for d in listed]
     failed = [d.gid + " " + str(d.error_message) for d in listed if d.has_failed]
+    # A job missing from the list: its name, and what is on disk under it (a lost job whose
+    # file is there says more than a count).
+    missing = sorted({f"job{index:04d}.bin" for index in range(jobs)} - set(names))
+    on_disk = [(name, os.path.getsize(os.path.join(root, name)) if os.path.exists(os.path.join(root, name)) else None)
+               for name in missing[:5]]
     results = [(len(names) == jobs and len(set(names)) == jobs, f"{jobs} jobs listed, each once",
-                f"{len(names)} listed, {len(set(names))} distinct"),
+                f"{len(names)} listed, {len(set(names))} distinct; missing (name, bytes on disk): {on_disk}"),
                (not failed and all(d.is_complete for d in listed), "every job complete",
                 f"{sum(1 for d in listed if d.is_complete)} complete; failed: {failed[:3]}")]
     good = 0
