@@ -34,10 +34,10 @@ final class FleetHostSlots: SharedHostCap, Sendable {
         var seconds = 0.0
     }
 
-    /// Slot queries answered, slots granted, and the queries' time in all (seconds).
     /// The slots this daemon's requests hold now, by host (the ones to renew).
     var held: [String: [Int32]] { state.withLockedValue { $0.held.filter { !$0.value.isEmpty } } }
 
+    /// Slot queries answered, slots granted, and the queries' time in all (seconds).
     var statistics: (queries: Int, granted: Int, seconds: Double) {
         state.withLockedValue { ($0.queries, $0.granted, $0.seconds) }
     }
@@ -124,9 +124,7 @@ final class FleetHostSlots: SharedHostCap, Sendable {
             // Given back through the database (announced to every daemon), asked again for a
             // while when the database is away; then its lease runs out (it is no longer renewed).
             for attempt in 0..<10 {
-                if await within(seconds: 5, { try await store.releaseSlots(host: host, slots: [slot]) }).map({ (try? $0.get()) != nil }) == true {
-                    break
-                }
+                if case .success = await within(seconds: 5, { try await store.releaseSlots(host: host, slots: [slot]) }) { break }
                 try? await Task.sleep(for: .seconds(min(8, 0.25 * Double(1 << attempt))))
             }
             self?.wake()

@@ -12,10 +12,15 @@ func within<T: Sendable>(seconds: Double, _ work: @escaping @Sendable () async t
         let worker = Task {
             do { answer(.success(try await work())) } catch { answer(.failure(error)) }
         }
-        Task {
+        let timer = Task {
             try? await Task.sleep(for: .seconds(seconds))
             answer(nil)
             worker.cancel()
+        }
+        // Work that ended in time stops the timer (no task left asleep per call).
+        Task {
+            _ = await worker.result
+            timer.cancel()
         }
     }
 }
