@@ -35,7 +35,7 @@ extension Daemon {
         }
         guard !accepted.isEmpty else { return results }
         defer {
-            state.withLockedValue { state in for entry in accepted { state.saving.remove(entry.job.destination) } }
+            state.withLockedValue { state in for entry in accepted { state.saving[entry.job.destination] = nil } }
         }
         do {
             try await writer.persist(accepted.map(\.job.gid))
@@ -93,13 +93,13 @@ extension Daemon {
         let gid = Self.newGID()
         return try state.withLockedValue { state -> Result<(Job, DownloadOptions), RPCError> in
             // An add of the same file still being saved may yet fail: that is not a job to point to.
-            guard !state.saving.contains(destination.string) else {
+            guard state.saving[destination.string] == nil else {
                 return .failure(RPCError.failed("an add of \(destination) is being saved now; ask again when it has answered"))
             }
             guard !state.destinations.contains(destination.string) else {
                 return .failure(RPCError.failed("another download in the queue writes \(destination)"))
             }
-            state.saving.insert(destination.string)
+            state.saving[destination.string] = gid
             let job = Job(gid: gid, order: state.order(at: position), uris: uris, destination: destination.string,
                           options: parsed.reported, state: parsed.paused ? .paused : .waiting, priority: parsed.priority,
                           bytesPerSecond: parsed.bytesPerSecond, addedAt: Date().timeIntervalSince1970)

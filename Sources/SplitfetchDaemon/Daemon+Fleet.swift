@@ -228,7 +228,7 @@ extension Daemon {
     }
 
     /// A notification: reads the announced rows back (batched while a read is under way).
-    private func heard(_ change: PostgresJobStore.Change, _ fleet: Fleet) {
+    func heard(_ change: PostgresJobStore.Change, _ fleet: Fleet) {
         if case .slotFreed = change {
             fleet.slots?.wake()
             return
@@ -263,9 +263,13 @@ extension Daemon {
                 return (Array(state.announced), state.rereadAll)
             }
             guard all || !gids.isEmpty else { return }
+            // A read of every row also asks about the jobs of the copy that it may not return:
+            // those that were in the database before the read began. A job whose add is being
+            // committed now is not one of them: its row may come after the read.
+            let known = all ? state.withLockedValue { state in Set(state.jobs.keys).subtracting(state.saving.values) } : []
             do {
                 let rows = all ? try await fleet.store.loadAllRows() : try await fleet.store.load(gids)
-                let asked = all ? Array(Set(rows.map(\.job.gid)).union(state.withLockedValue { Array($0.jobs.keys) })) : gids
+                let asked = all ? Array(Set(rows.map(\.job.gid)).union(known)) : gids
                 apply(rows, asked: asked, fleet)
                 backoff = 0.25
             } catch {

@@ -11,9 +11,10 @@ extension Daemon {
         var jobs: [String: Job] = [:]
         /// The files of the unfinished jobs: a second job for one of them is refused.
         var destinations: Set<String> = []
-        /// The files of jobs added and not yet committed: an add of one of them is asked to come
-        /// again (the first may still fail, and then there is no job).
-        var saving: Set<String> = []
+        /// The files of jobs added and not yet committed, with their GIDs: an add of one of them
+        /// is asked to come again (the first may still fail, and then there is no job). In a
+        /// fleet, a read of the whole queue does not take their absence as a removal.
+        var saving: [String: String] = [:]
         /// The largest sort key given so far: an appended job takes the next.
         var lastOrder: Double = 0
         /// The global options as aria2 reports them (`getGlobalOption`).

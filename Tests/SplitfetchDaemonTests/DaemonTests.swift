@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Logging
+import PostgresNIO
 import Splitfetch
 @testable import SplitfetchDaemon
 import SystemPackage
@@ -47,8 +48,19 @@ func makeDaemon(_ dir: String, maximumActive: Int = 3, store given: (any JobStor
     mkdir(dir + "/root", 0o755)
     let store = try given ?? SQLiteJobStore(path: dir + "/state/jobs.sqlite")
     let daemon = try await Daemon(store: store, root: try DownloadRoot(FilePath(dir + "/root")), maximumActive: maximumActive,
-                                  logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+                                  logger: testLogger())
     return (daemon, Aria2RPC(daemon: daemon, secret: try Secret(testSecret)))
+}
+
+/// Silent, unless `SPLITFETCH_TEST_LOG` names a level (`debug`, `info`, …): then to standard
+/// error, for a failure that needs the daemon's own account.
+func testLogger() -> Logger {
+    guard let level = ProcessEnvironment.current["SPLITFETCH_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) else {
+        return Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+    }
+    var logger = Logger(label: "test", factory: { label in StreamLogHandler.standardError(label: label) })
+    logger.logLevel = level
+    return logger
 }
 
 extension Aria2RPC {
@@ -119,6 +131,40 @@ struct DaemonTests {
             let reopened = try await reopen()
             #expect(try await reopened.loadAll().isEmpty)
             await reopened.close()
+        } }
+    }
+
+    /// A daemon of a fleet reads the whole queue again (its listener reconnected) while an add is
+    /// being committed: the read does not return the new row, and the add must not be taken for a
+    /// job removed meanwhile (it was forgotten, then not written, and answered as added).
+    @Test(.enabled(if: PostgresServer.url != nil)) func anAddBeingCommittedSurvivesAReadOfTheWholeQueue() async throws {
+        let server = try await TestServer(configuration: .init())
+        defer { Task { await server.shutdown() } }
+        try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
+            let store = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store)
+            let fleet = try #require(daemon.fleet)
+            let url = server.url(size: 100_000, name: "a.bin")
+            let adding = try await PostgresServer.withClient(address) { client in
+                try await client.withConnection { connection in
+                    // Writes to the table wait for this transaction; reads do not.
+                    _ = try await connection.query("BEGIN", logger: PostgresServer.quiet)
+                    _ = try await connection.query("LOCK TABLE splitfetch_job IN SHARE MODE", logger: PostgresServer.quiet)
+                    let adding = Task { try await rpc.result("aria2.addUri", [.string(url)], ["out": "a.bin"]).string }
+                    try await eventually("the add waits for its commit") { daemon.allJobs().count == 1 }
+                    daemon.heard(.missed, fleet)
+                    try await eventually("the queue is read again") { !fleet.state.withLockedValue { $0.reading } }
+                    _ = try await connection.query("COMMIT", logger: PostgresServer.quiet)
+                    return adding
+                }
+            }
+            let gid = try #require(try await adding.value)
+            #expect(daemon.job(gid) != nil)
+            #expect(try await store.loadAll().contains { $0.gid == gid })
+            try await eventually("it completes") { daemon.job(gid)?.state == .complete }
+            #expect(try sha256HexOfFile(atPath: dir + "/root/a.bin") == SyntheticContent(size: 100_000).sha256Hex())
+            await daemon.shutdown()
+            await store.close()
         } }
     }
 
