@@ -54,6 +54,9 @@ def main():
              "--lease-seconds", "30"]
     if cap:
         extra += ["--max-connections-per-host", str(cap)]
+    # FLEET_LOG_LEVEL=debug: the daemons also log each claim and each job let go (kept on failure).
+    if os.environ.get("FLEET_LOG_LEVEL"):
+        extra += ["--log-level", os.environ["FLEET_LOG_LEVEL"]]
     daemons = [Daemon(daemon_bin, os.path.join(work, f"state{i}"), root, free_port(), extra).start() for i in range(count)]
     lock = threading.Lock()
     added = {}  # out name -> GID, once an addUri answered

@@ -71,6 +71,9 @@ extension Daemon {
                 }
                 // Stopping meanwhile: these leases are let go with the others (release).
                 if fleet.state.withLockedValue({ $0.stopped }) { return }
+                if !jobs.isEmpty {
+                    logger.debug("claimed", metadata: ["gids": "\(jobs.map { "\($0.job.gid)@\($0.version)" })"])
+                }
                 for job in jobs { await adopt(job, fleet) }
                 if jobs.count < free { break }
             }
@@ -111,11 +114,14 @@ extension Daemon {
             guard FileManagerLite.exists(destination), !FileManagerLite.exists(destination + ".part") else { return nil }
             return FileManagerLite.size(destination)
         }
+        // Let go meanwhile (paused through the API, say): the copy has the row's record already.
+        guard fleet.holds(job.gid) else { return }
         if let finishedFile, job.options["conditional-get"] != "true" {
             let other: String?
             do { other = try await fleet.store.completedJob(writing: job.destination, except: job.gid) } catch {
                 other = "unknown (the queue's database did not answer)"
             }
+            guard fleet.holds(job.gid) else { return }
             if let other {
                 job.state = .failed
                 job.errorCode = DownloadError.Code.usage.description
@@ -139,7 +145,11 @@ extension Daemon {
             job.errorMessage = error.message
             job.finishedAt = Date().timeIntervalSince1970
             finishAdopted(job, fleet)
+            return
         }
+        // Let go between the check above and the queue's add: that letting go found nothing to
+        // stop, and an unheld download would run here with nobody recording it.
+        if !fleet.holds(job.gid) { _ = await queue.discard(job.gid) }
     }
 
     /// Records the end of a claimed job that did not run (held until the end is read back).
@@ -161,6 +171,7 @@ extension Daemon {
                 return state.held.remove(gid) != nil
             }
         }
+        if !dropped.isEmpty { logger.debug("let go", metadata: ["gids": "\(dropped)"]) }
         for gid in dropped {
             let queue = queue
             let task = Task {
