@@ -43,7 +43,13 @@ extension Daemon {
             state.withLockedValue { state in
                 for entry in accepted { state.forget(entry.job) }
             }
-            let failure = RPCError.failed("the job could not be saved: \(error)")
+            // Not confirmed: in a fleet, the job comes back into the copy with its row, if it
+            // was made (the notifications are read again after the reconnect).
+            let failure = if case StoreError.unconfirmed = error {
+                RPCError.failed("\(error)")
+            } else {
+                RPCError.failed("the job could not be saved: \(error)")
+            }
             return results.map { $0.flatMap { _ in .failure(failure) } }
         }
         if let fleet {

@@ -273,6 +273,8 @@ public final class PostgresJobStore: JobStore {
             if let cause = error.closureError as? PSQLError, cause.serverInfo?[.sqlState] == "23505" {
                 throw StoreError.sameFile(Self.describe(cause))
             }
+            // The connection was lost with the commit sent: the server may have made it.
+            if error.commitError != nil { throw StoreError.unconfirmed(Self.describe(error)) }
             throw StoreError.unavailable(Self.describe(error))
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
             throw StoreError.sameFile(Self.describe(error))

@@ -166,6 +166,9 @@ public enum StoreError: Error, CustomStringConvertible, Sendable, Equatable {
     case sameFile(String)
     /// The queue's database did not take the write (it is away, or restarting).
     case unavailable(String)
+    /// The commit was sent and no answer came (the connection was lost): the write may or may
+    /// not have been made.
+    case unconfirmed(String)
     /// A job of the queue completed this file already (a fleet's daemon may not know it yet).
     case fileExists(String)
 
@@ -174,7 +177,7 @@ public enum StoreError: Error, CustomStringConvertible, Sendable, Equatable {
     public var isRefusal: Bool {
         switch self {
         case .sameFile, .fileExists: true
-        case .damaged, .cannotOpen, .unavailable: false
+        case .damaged, .cannotOpen, .unavailable, .unconfirmed: false
         }
     }
 
@@ -190,6 +193,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable, Equatable {
             "another download in the queue writes that file (\(detail))"
         case .unavailable(let detail):
             "the queue's database did not take the change: \(detail)"
+        case .unconfirmed(let detail):
+            "the queue's database did not confirm the change, which may or may not be saved (list the queue): \(detail)"
         case .fileExists(let path):
             "\(path) exists: another job of the queue completed it (nothing is overwritten; refresh it with conditional-get)"
         }
