@@ -49,6 +49,8 @@ extension Daemon {
                 let jobs: [PostgresJobStore.Row]
                 do {
                     let sent = fleet.now
+                    fleet.state.withLockedValue { $0.claiming = true }
+                    defer { fleet.state.withLockedValue { $0.claiming = false } }
                     jobs = try await fleet.store.claimRows(owner: fleet.worker, count: free, seconds: fleet.leaseSeconds, holding: Array(held))
                     let took = fleet.now - sent
                     fleet.state.withLockedValue { state in
@@ -114,14 +116,15 @@ extension Daemon {
             guard FileManagerLite.exists(destination), !FileManagerLite.exists(destination + ".part") else { return nil }
             return FileManagerLite.size(destination)
         }
-        // Let go meanwhile (paused through the API, say): the copy has the row's record already.
-        guard fleet.holds(job.gid) else { return }
+        // Let go meanwhile (paused through the API, say: the copy has the row's record already),
+        // or the daemon is stopping (the lease is let go or runs out).
+        guard fleet.mayStart(job.gid) else { return }
         if let finishedFile, job.options["conditional-get"] != "true" {
             let other: String?
             do { other = try await fleet.store.completedJob(writing: job.destination, except: job.gid) } catch {
                 other = "unknown (the queue's database did not answer)"
             }
-            guard fleet.holds(job.gid) else { return }
+            guard fleet.mayStart(job.gid) else { return }
             if let other {
                 job.state = .failed
                 job.errorCode = DownloadError.Code.usage.description
@@ -147,9 +150,9 @@ extension Daemon {
             finishAdopted(job, fleet)
             return
         }
-        // Let go between the check above and the queue's add: that letting go found nothing to
-        // stop, and an unheld download would run here with nobody recording it.
-        if !fleet.holds(job.gid) { _ = await queue.discard(job.gid) }
+        // Let go (or stopping) between the check above and the queue's add: that letting go found
+        // nothing to stop, and an unheld download would run here with nobody recording it.
+        if !fleet.mayStart(job.gid) { _ = await queue.discard(job.gid) }
     }
 
     /// Records the end of a claimed job that did not run (held until the end is read back).

@@ -43,6 +43,8 @@ final class Fleet: Sendable {
         var tasks: [Task<Void, Never>] = []
         /// A claim failed: warned once until one succeeds.
         var claimWarned = false
+        /// A claim query is out, not answered yet.
+        var claiming = false
         /// The daemon is stopping: a claim answered now is not run here (its lease is let go).
         var stopped = false
         var statistics = Statistics()
@@ -81,9 +83,14 @@ final class Fleet: Sendable {
 
     func holds(_ gid: String) -> Bool { state.withLockedValue { $0.held.contains(gid) } }
 
+    /// Whether a claimed job may still start here: held, and the daemon not stopping.
+    func mayStart(_ gid: String) -> Bool { state.withLockedValue { $0.held.contains(gid) && !$0.stopped } }
+
     var held: Set<String> { state.withLockedValue { $0.held } }
 
-    /// Stops the fleet's loops and waits for them: no claim is adopted after this returns.
+    /// Stops the fleet's loops: no claim is adopted after this returns. A loop waiting for the
+    /// database (a claim sent as it went away) may never be answered: it is waited for at most
+    /// ``stopWaitSeconds``, then left to end on its own (it starts nothing once stopped).
     func stop() async {
         slots?.stop()
         wakeUp.finish()
@@ -92,6 +99,8 @@ final class Fleet: Sendable {
             return state.tasks
         }
         for task in tasks { task.cancel() }
-        for task in tasks { await task.value }
+        _ = await within(seconds: Self.stopWaitSeconds) { for task in tasks { await task.value } }
     }
+
+    static let stopWaitSeconds = 5.0
 }

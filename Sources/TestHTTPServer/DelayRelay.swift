@@ -17,6 +17,8 @@ public final class DelayRelay: Sendable {
     private let group: MultiThreadedEventLoopGroup
     /// Connections accepted so far.
     private let accepted = NIOLockedValueBox(0)
+    /// Set by ``stopAnswering()``: nothing is forwarded any more.
+    private let silent = NIOLockedValueBox(false)
 
     /// Starts listening on `host` (loopback) at `port` (0: any free one), forwarding each
     /// connection to `target`.
@@ -25,6 +27,7 @@ public final class DelayRelay: Sendable {
         self.group = group
         let half = TimeAmount.nanoseconds((roundTrip.components.seconds * 1_000_000_000 + roundTrip.components.attoseconds / 1_000_000_000) / 2)
         let counter = accepted
+        let silent = silent
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -37,8 +40,8 @@ public final class DelayRelay: Sendable {
                     .connect(host: targetHost, port: targetPort)
                     .flatMap { outbound in
                         // The client's first bytes pay for the handshake: one round trip more.
-                        let toServer = Forwarder(peer: outbound, delay: half, firstExtra: half * 2)
-                        let toClient = Forwarder(peer: inbound, delay: half, firstExtra: .zero)
+                        let toServer = Forwarder(peer: outbound, delay: half, firstExtra: half * 2, silent: silent)
+                        let toClient = Forwarder(peer: inbound, delay: half, firstExtra: .zero, silent: silent)
                         return outbound.pipeline.addHandler(toClient).flatMap {
                             inbound.pipeline.addHandler(toServer)
                         }.flatMap {
@@ -51,6 +54,14 @@ public final class DelayRelay: Sendable {
     }
 
     public var connectionsAccepted: Int { accepted.withLockedValue { $0 } }
+
+    /// From now on forwards nothing, either way, and keeps every connection open (new ones are
+    /// still accepted): a server that stopped answering without closing anything, as a database
+    /// host that froze or dropped off the network. What is read from then on is discarded, so a
+    /// connection used through it is not usable again.
+    public func stopAnswering() {
+        silent.withLockedValue { $0 = true }
+    }
 
     public func waitUntilClosed() async throws {
         try await channel.closeFuture.get()
@@ -70,13 +81,15 @@ private final class Forwarder: ChannelInboundHandler, Sendable {
     let peer: any Channel
     let delay: TimeAmount
     let firstExtra: TimeAmount
+    let silent: NIOLockedValueBox<Bool>
     /// When the last bytes are due; `nil` before the first.
     private let lastDue = NIOLockedValueBox<NIODeadline?>(nil)
 
-    init(peer: any Channel, delay: TimeAmount, firstExtra: TimeAmount) {
+    init(peer: any Channel, delay: TimeAmount, firstExtra: TimeAmount, silent: NIOLockedValueBox<Bool>) {
         self.peer = peer
         self.delay = delay
         self.firstExtra = firstExtra
+        self.silent = silent
     }
 
     /// When what arrives now is due: half a round trip on, never before what came earlier.
@@ -90,12 +103,14 @@ private final class Forwarder: ChannelInboundHandler, Sendable {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !silent.withLockedValue({ $0 }) else { return }
         let bytes = unwrapInboundIn(data)
         let peer = self.peer
         _ = context.eventLoop.scheduleTask(deadline: due()) { peer.writeAndFlush(bytes, promise: nil) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        guard !silent.withLockedValue({ $0 }) else { return context.fireChannelInactive() }
         let peer = self.peer
         _ = context.eventLoop.scheduleTask(deadline: due()) { peer.close(promise: nil) }
         context.fireChannelInactive()

@@ -168,6 +168,31 @@ struct DaemonTests {
         } }
     }
 
+    /// A daemon told to stop while its claim waits for a database that stopped answering (a
+    /// host that froze or left the network, its connections left open: no error ever comes)
+    /// still stops: the claim is left, and the database's part of the stop has its limits (5 s,
+    /// then 10 s). The bound of 90 s only tells that hang (the stop waited for the claim for
+    /// ever) from a stop.
+    @Test(.enabled(if: PostgresServer.url != nil))
+    func aDaemonStopsWhileItsClaimWaitsForADatabaseThatStoppedAnswering() async throws {
+        try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
+            let relay = try await DelayRelay(targetHost: address.host, targetPort: address.port, roundTrip: .zero)
+            defer { Task { await relay.shutdown() } }
+            var through = address
+            through.port = relay.port
+            let store = try await PostgresJobStore(through, logger: PostgresServer.quiet)
+            let (daemon, _) = try await makeDaemon(dir, maximumActive: 1, store: store)
+            let fleet = try #require(daemon.fleet)
+            relay.stopAnswering()
+            fleet.wake()
+            try await eventually("a claim is out") { fleet.state.withLockedValue { $0.claiming } }
+            let stopped = await within(seconds: 90) { await daemon.shutdown() }
+            #expect(stopped, "the stop waits for the database")
+            #expect(fleet.state.withLockedValue { $0.claiming })
+            if stopped { await store.close() }
+        } }
+    }
+
     /// conditional-get: a second job for a file already there asks with the validators the
     /// daemon recorded; unchanged, the file is left alone. Without it, the file is refused.
     @Test func aConditionalGetJobRefreshesWithTheRecordedValidators() async throws {
