@@ -44,16 +44,26 @@ extension Daemon {
         try await recordQueueState(gids)
     }
 
+    /// How long a pause, resume or removal in a fleet waits for the queue's database.
+    static let commandSeconds = 10.0
+
     /// A change of state made in the fleet's database; the daemon's copy and its clients learn
     /// it at once, the daemon that runs a job when it hears. Returns how many jobs changed.
     @discardableResult
     private func command(_ gids: [String], to target: DownloadState, from: Set<DownloadState>) async throws(RPCError) -> Int {
         guard let fleet, !gids.isEmpty else { return 0 }
+        // A database that does not answer at all (a frozen host) must not hold the request, nor
+        // a stop, which waits for the requests under way.
+        let store = fleet.store
         let changed: [PostgresJobStore.Row]
-        do {
-            changed = try await fleet.store.command(gids, to: target, from: Array(from))
-        } catch {
+        switch await within(seconds: Self.commandSeconds, { try await store.command(gids, to: target, from: Array(from)) }) {
+        case .success(let rows):
+            changed = rows
+        case .failure(let error):
             throw RPCError.failed("the queue's database did not take the change: \(PostgresJobStore.describe(error))")
+        case nil:
+            throw RPCError.failed("the queue's database did not answer in \(Int(Self.commandSeconds)) s: "
+                                  + "the change may or may not be made (list the queue)")
         }
         apply(changed, asked: changed.map(\.job.gid), fleet)
         if target == .waiting { fleet.wake() }
