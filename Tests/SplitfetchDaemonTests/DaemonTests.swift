@@ -199,8 +199,9 @@ struct DaemonTests {
             fleet.wake()
             try await eventually("a claim is out") { fleet.state.withLockedValue { $0.claiming } }
             let stopped = await within(seconds: 90) { await daemon.shutdown() }
+            // (The claim may still be out, or have ended on its cancellation: postgres-nio gives up
+            // waiting for a connection when cancelled, not waiting for a query's answer.)
             #expect(stopped, "the stop waits for the database")
-            #expect(fleet.state.withLockedValue { $0.claiming })
             if stopped { await store.close() }
         } }
     }
