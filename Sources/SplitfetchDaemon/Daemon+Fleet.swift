@@ -51,7 +51,15 @@ extension Daemon {
                     let sent = fleet.now
                     fleet.state.withLockedValue { $0.claiming = true }
                     defer { fleet.state.withLockedValue { $0.claiming = false } }
-                    jobs = try await fleet.store.claimRows(owner: fleet.worker, count: free, seconds: fleet.leaseSeconds, holding: Array(held))
+                    // A claim the database never answers (a host that froze) would hold every later
+                    // claim: it counts as failed after its limit. Rows it took meanwhile are
+                    // claimed again by the next claim (they name this worker) or run out.
+                    let (store, worker, seconds) = (fleet.store, fleet.worker, fleet.leaseSeconds)
+                    let answer = await within(seconds: fleet.claimSeconds) {
+                        try await store.claimRows(owner: worker, count: free, seconds: seconds, holding: Array(held))
+                    }
+                    guard let answer else { throw NoAnswer(seconds: fleet.claimSeconds) }
+                    jobs = try answer.get()
                     let took = fleet.now - sent
                     fleet.state.withLockedValue { state in
                         state.statistics.claims += 1
@@ -344,4 +352,10 @@ extension Daemon {
             if let method = Self.notification(for: newState) { notify(Notification(method: method, gid: gid)) }
         }
     }
+}
+
+/// A call to the queue's database that got no answer within its limit.
+struct NoAnswer: Error, CustomStringConvertible {
+    let seconds: Double
+    var description: String { "no answer in \(seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)) s" }
 }

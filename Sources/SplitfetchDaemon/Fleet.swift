@@ -14,6 +14,8 @@ final class Fleet: Sendable {
     let leaseSeconds: Double
     /// Seconds between claims when no notification wakes the daemon (the fallback).
     let pollSeconds: Double
+    /// Seconds a claim waits for its answer before it counts as failed: half a lease.
+    var claimSeconds: Double { max(1, leaseSeconds / 2) }
     let state: NIOLockedValueBox<State>
     let wakes: AsyncStream<Void>
     private let wakeUp: AsyncStream<Void>.Continuation

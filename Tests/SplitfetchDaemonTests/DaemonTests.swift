@@ -43,13 +43,29 @@ struct TestFailure: Error, CustomStringConvertible {
 let testSecret = "0123456789abcdef0123456789abcdef"
 
 /// A daemon on `store` (by default the SQLite file in `dir/state`), downloading to `dir/root`.
-func makeDaemon(_ dir: String, maximumActive: Int = 3, store given: (any JobStore)? = nil) async throws -> (Daemon, Aria2RPC) {
+func makeDaemon(_ dir: String, maximumActive: Int = 3, store given: (any JobStore)? = nil,
+                leaseSeconds: Double = 30) async throws -> (Daemon, Aria2RPC) {
     mkdir(dir + "/state", 0o700)
     mkdir(dir + "/root", 0o755)
     let store = try given ?? SQLiteJobStore(path: dir + "/state/jobs.sqlite")
     let daemon = try await Daemon(store: store, root: try DownloadRoot(FilePath(dir + "/root")), maximumActive: maximumActive,
-                                  logger: testLogger())
+                                  leaseSeconds: leaseSeconds, logger: testLogger())
     return (daemon, Aria2RPC(daemon: daemon, secret: try Secret(testSecret)))
+}
+
+/// A directory and a PostgreSQL store of a database of its own, reached through a relay that can
+/// stop answering (``DelayRelay/stopAnswering()``). The store is closed afterwards (its close
+/// has a limit of its own).
+func withDatabaseThatCanStopAnswering(_ body: (String, PostgresJobStore, DelayRelay) async throws -> Void) async throws {
+    try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
+        let relay = try await DelayRelay(targetHost: address.host, targetPort: address.port, roundTrip: .zero)
+        defer { Task { await relay.shutdown() } }
+        var through = address
+        through.port = relay.port
+        let store = try await PostgresJobStore(through, logger: PostgresServer.quiet)
+        try await body(dir, store, relay)
+        await store.close()
+    } }
 }
 
 /// Silent, unless `SPLITFETCH_TEST_LOG` names a level (`debug`, `info`, …): then to standard
@@ -170,21 +186,16 @@ struct DaemonTests {
 
     /// A database that stopped answering (a host that froze or left the network, its
     /// connections left open: no error ever comes). A pause is answered after its limit (10 s),
-    /// not made. A daemon told to stop while its claim waits still stops: the claim is left, and
-    /// the database's part of the stop has its limits (5 s, then 10 s). The bounds of 60 and
-    /// 90 s only tell those hangs (a request or a stop waiting for ever) from answers.
+    /// not made, and a claim counts as failed after its own (half a lease: 2 s here), so that
+    /// claims go on once the database answers. The bound of 60 s only tells a request waiting
+    /// for ever from an answer.
     @Test(.enabled(if: PostgresServer.url != nil))
-    func aDaemonAnswersAndStopsWhileTheDatabaseDoesNotAnswer() async throws {
+    func aDaemonAnswersWhileTheDatabaseDoesNotAnswer() async throws {
         let server = try await TestServer(configuration: .init(rateLimit: 50_000))
         defer { Task { await server.shutdown() } }
-        try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
-            let relay = try await DelayRelay(targetHost: address.host, targetPort: address.port, roundTrip: .zero)
-            defer { Task { await relay.shutdown() } }
-            var through = address
-            through.port = relay.port
-            let store = try await PostgresJobStore(through, logger: PostgresServer.quiet)
+        try await withDatabaseThatCanStopAnswering { dir, store, relay in
             // Room for a second job: the claim loop asks for one when woken.
-            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 2, store: store)
+            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 2, store: store, leaseSeconds: 4)
             let fleet = try #require(daemon.fleet)
             let gid = try #require(try await rpc.result("aria2.addUri", [.string(server.url(size: 1 << 20, name: "slow.bin"))],
                                                         ["out": "slow.bin"]).string)
@@ -198,12 +209,28 @@ struct DaemonTests {
             #expect(refusal.message.contains("did not answer"))
             fleet.wake()
             try await eventually("a claim is out") { fleet.state.withLockedValue { $0.claiming } }
+            try await eventually("the claim counts as failed") { fleet.state.withLockedValue { !$0.claiming && $0.claimWarned } }
+            await daemon.shutdown()
+        }
+    }
+
+    /// A daemon told to stop while its claim waits for a database that stopped answering still
+    /// stops: the claim is left (5 s), and the database's part of the stop has its limits (10 s,
+    /// then 5 s to close). The bound of 90 s only tells that hang (the stop waited for the claim
+    /// for ever) from a stop.
+    @Test(.enabled(if: PostgresServer.url != nil))
+    func aDaemonStopsWhileItsClaimWaitsForADatabaseThatStoppedAnswering() async throws {
+        try await withDatabaseThatCanStopAnswering { dir, store, relay in
+            let (daemon, _) = try await makeDaemon(dir, maximumActive: 1, store: store)
+            let fleet = try #require(daemon.fleet)
+            relay.stopAnswering()
+            fleet.wake()
+            try await eventually("a claim is out") { fleet.state.withLockedValue { $0.claiming } }
             let stopped = await within(seconds: 90) { await daemon.shutdown() }
             // (The claim may still be out, or have ended on its cancellation: postgres-nio gives up
             // waiting for a connection when cancelled, not waiting for a query's answer.)
             #expect(stopped, "the stop waits for the database")
-            if stopped { await store.close() }
-        } }
+        }
     }
 
     /// conditional-get: a second job for a file already there asks with the validators the
