@@ -71,6 +71,8 @@ extension Daemon {
                         logger.notice("claiming again: the queue's database answers")
                     }
                 } catch {
+                    // Stopping (the claim was cancelled with the loop): not a failure to tell.
+                    if Task.isCancelled { return }
                     if !fleet.state.withLockedValue({ state in defer { state.claimWarned = true }; return state.claimWarned }) {
                         logger.warning("cannot claim jobs; running downloads go on, claims retry with backoff",
                                        metadata: ["error": "\(PostgresJobStore.describe(error))"])
@@ -215,6 +217,8 @@ extension Daemon {
                 try? await store.renewSlots(seconds: seconds, held: slots)
                 return try await store.renew(owner: worker, gids: asked, seconds: seconds)
             }
+            // Stopping (the renewal was cancelled with the loop): no decision to make.
+            guard !Task.isCancelled else { return }
             switch answer {
             case .success(let still):
                 // A job that ended here lets its lease go with its end: not a loss.

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Logging
+import NIOConcurrencyHelpers
 import PostgresNIO
 import Splitfetch
 @testable import SplitfetchDaemon
@@ -100,6 +101,37 @@ func eventually(_ what: String, _ condition: () async -> Bool) async throws {
         try await Task.sleep(for: .milliseconds(20))
     }
     throw TestFailure("timed out waiting: \(what)")
+}
+
+@Suite("Limits on waiting for the database")
+struct WithinTests {
+    @Test func workThatEndsInTimeGivesItsResult() async throws {
+        #expect(try await within(seconds: 60) { 7 }?.get() == 7)
+    }
+
+    @Test func workThatDoesNotEndInTimeIsCancelledAndGivesNothing() async throws {
+        let cancelled = NIOLockedValueBox(false)
+        let answer = await within(seconds: 0.05) { () async throws -> Int in
+            do { try await Task.sleep(for: .seconds(3600)) } catch { cancelled.withLockedValue { $0 = true } }
+            return 1
+        }
+        #expect(answer == nil)
+        try await eventually("the work is cancelled") { cancelled.withLockedValue { $0 } }
+    }
+
+    /// A caller cancelled (a loop stopped) cancels the work, which ends then; the answer is the
+    /// work's own, long before the limit of an hour.
+    @Test func cancellingTheCallerCancelsTheWork() async {
+        let caller = Task {
+            await within(seconds: 3600) { () async throws -> Int in
+                try await Task.sleep(for: .seconds(3600))
+                return 1
+            }
+        }
+        caller.cancel()
+        let answer = await caller.value
+        #expect(answer.map { result in if case .failure(let error) = result { error is CancellationError } else { false } } == true)
+    }
 }
 
 @Suite("Daemon")
