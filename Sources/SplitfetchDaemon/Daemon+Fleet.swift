@@ -244,7 +244,7 @@ extension Daemon {
                     let error = answer.map { result in
                         if case .failure(let error) = result { return PostgresJobStore.describe(error) }
                         return ""
-                    } ?? "no answer in \(limit) s"
+                    } ?? NoAnswer(seconds: limit).description
                     logger.warning("leases could not be renewed in time; downloads stop here until the database answers",
                                    metadata: ["jobs": "\(all.count)", "error": "\(error)"])
                     letGo(all, fleet)

@@ -145,7 +145,7 @@ final class FleetHostSlots: SharedHostCap, Sendable {
                     let (store, cap, leaseSeconds) = (store, cap, leaseSeconds)
                     guard let answer = await within(seconds: 5, {
                         try await store.takeSlots(host: host, count: count, cap: cap, seconds: leaseSeconds)
-                    }) else { throw StoreError.unavailable("no answer in 5 s") }
+                    }) else { throw NoAnswer(seconds: 5) }
                     slots = try answer.get()
                     let took = ContinuousClock.now - sent
                     state.withLockedValue { state in
