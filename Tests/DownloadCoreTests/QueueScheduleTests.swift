@@ -221,4 +221,69 @@ struct QueueScheduleTests {
         #expect(queue.pause("a").isEmpty)  // complete
         #expect(queue.ended("a", .completed).isEmpty)  // not running
     }
+
+    /// Seeded random operations (adds anywhere, pauses, resumes, removals, moves, priorities,
+    /// transfers, ends, changed maxima and caps). After each one the queue's starts obey its rules,
+    /// checked from what it shows (its entries), not from how it keeps them:
+    /// - no slot is left free while a download that may start waits;
+    /// - nothing started passes over a waiting download earlier in start order that may start;
+    /// - the slots held are the maximum's at most (unless a lower maximum is still stopping them).
+    @Test(arguments: 1...40)
+    func randomOperationsKeepTheStartRules(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        var queue = QueueSchedule(maximumActive: 1 + Int(random.next() % 4))
+        var added = 0
+        for _ in 0..<300 {
+            let entries = queue.entries
+            let any = { entries.isEmpty ? "none" : entries[Int(random.next() % UInt64(entries.count))].id }
+            let actions: [Action]
+            switch random.next() % 12 {
+            case 0, 1, 2:
+                added += 1
+                let position = random.next() % 3 == 0 ? Int(random.next() % UInt64(entries.count + 1)) : nil
+                actions = queue.add("d\(added)", priority: Int(random.next() % 3), at: position, paused: random.next() % 4 == 0,
+                                    host: random.next() % 3 == 0 ? nil : "h\(random.next() % 3)")
+            case 3: actions = queue.pause(any())
+            case 4: actions = queue.resume(any())
+            case 5: actions = queue.remove(any())
+            case 6: actions = queue.move(any(), to: Int(random.next() % UInt64(entries.count + 1)))
+            case 7: actions = queue.setPriority(any(), Int(random.next() % 3))
+            case 8, 9:
+                let holding = entries.filter(\.holdsSlot)
+                actions = holding.isEmpty ? [] : queue.transferred(holding[Int(random.next() % UInt64(holding.count))].id)
+            case 10:
+                let running = entries.filter(\.running)
+                let outcomes: [QueueSchedule.Outcome] = [.completed, .failed, .stopped]
+                actions = running.isEmpty ? [] : queue.ended(running[Int(random.next() % UInt64(running.count))].id,
+                                                             outcomes[Int(random.next() % 3)])
+            default:
+                actions = random.next() % 2 == 0 ? queue.setMaximumActive(Int(random.next() % 5))
+                    : queue.setMaximumPerHost(random.next() % 2 == 0 ? nil : 1 + Int(random.next() % 2))
+            }
+            let now = queue.entries
+            let held = Dictionary(grouping: now.filter(\.holdsSlot), by: { $0.host ?? "" }).mapValues(\.count)
+            let capped = { (entry: QueueSchedule.Entry) -> Bool in
+                guard let cap = queue.maximumPerHost, let host = entry.host else { return false }
+                return held[host, default: 0] >= cap
+            }
+            let position = Dictionary(uniqueKeysWithValues: now.enumerated().map { ($1.id, $0) })
+            let before = { (a: QueueSchedule.Entry, b: QueueSchedule.Entry) in
+                a.priority != b.priority ? a.priority > b.priority : position[a.id]! < position[b.id]!
+            }
+            let mayStart = now.filter { $0.state == .waiting && !$0.running && !capped($0) }
+            if queue.slotsHeld < queue.maximumActive {
+                #expect(mayStart.isEmpty, "seed \(seed): a slot is free while \(mayStart.map(\.id)) may start")
+            }
+            for id in Self.starts(actions) {
+                let started = now.first { $0.id == id }!
+                #expect(started.state == .active && started.holdsSlot, "seed \(seed): \(id) started but is \(started.state)")
+                let passedOver = mayStart.filter { before($0, started) }
+                #expect(passedOver.isEmpty, "seed \(seed): \(id) started before \(passedOver.map(\.id))")
+            }
+            let stopping = now.filter { $0.holdsSlot && $0.stopping }.count
+            #expect(queue.slotsHeld - stopping <= queue.maximumActive, "seed \(seed): \(queue.slotsHeld) slots held")
+            #expect(queue.slotsHeld == now.filter(\.holdsSlot).count)
+        }
+    }
 }
+
