@@ -26,3 +26,46 @@ struct TransportChoiceTests {
         }
     }
 }
+
+/// HTTP/2 is negotiated by TLS: a request that may go over it waits for a connection to multiplex
+/// on only over `https`. Over `http` it is HTTP/1.1 whatever is asked, and waiting held every
+/// request to a host until the first response had come back.
+@Suite("HTTP/2 only over TLS")
+struct MultiplexOnlyOverTLSTests {
+    @Test(arguments: [
+        ("https://example.com/f", true), ("HTTPS://example.com/f", true), ("http://example.com/f", false),
+        ("ftp://example.com/f", false), ("https:", false),
+    ])
+    func onlyAnHTTPSURLMayMultiplex(url: String, may: Bool) {
+        var request = TransferRequest(url: url, options: testOptions())
+        request.http2 = true
+        #expect(request.mayMultiplex == may)
+        request.http2 = false
+        #expect(!request.mayMultiplex)
+    }
+
+    /// Four requests that may go over HTTP/2 to an `http` server at a round trip of 0.3 s, at once
+    /// on one transport: all four reach the server before it ends any response (with the wait,
+    /// three were sent only once the first response was back).
+    @Test func requestsOverHTTPDoNotWaitForTheFirstResponse() async throws {
+        try await withTemporaryDirectory { directory in
+        let log = directory + "/timing.log"
+        try await withServer(TestServer.Configuration(timingLogPath: log, latencyMilliseconds: 300)) { server in
+            let transport = CurlTransport(maximumConnections: 8)
+            await withTaskGroup(of: TransferResult.self) { group in
+                for index in 0..<4 {
+                    var request = TransferRequest(url: server.url(size: Int64(1_000 + index)), options: testOptions())
+                    request.http2 = true
+                    group.addTask { await transport.perform(request, sink: nil) }
+                }
+                for await result in group { #expect(result.curlCode == 0 && result.head?.status == 200) }
+            }
+            await transport.shutdown()
+        }
+        let lines = (try String(contentsOfFile: log, encoding: .utf8)).split(separator: "\n")
+        let events = lines.compactMap { line in line.contains(" request ") ? "request" : line.contains(" response-end ") ? "end" : nil }
+        #expect(events.count == 8)
+        #expect(Array(events.prefix(4)) == ["request", "request", "request", "request"], "\(lines)")
+        }
+    }
+}

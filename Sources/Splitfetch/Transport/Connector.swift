@@ -37,7 +37,7 @@ struct Connector: Sendable {
         if let limiter {
             var waited = false
             // With a shared cap no connection outlives its transfer: no stream shares one.
-            guard let held = await limiter.acquire(host: host, download: download, http2: request.http2 && shared == nil, waiting: {
+            guard let held = await limiter.acquire(host: host, download: download, http2: request.mayMultiplex && shared == nil, waiting: {
                 waited = true
                 waiting(true)
             }) else { return nil }
@@ -58,7 +58,7 @@ struct Connector: Sendable {
         let ended = result.map { $0.curlCode == 0 && !$0.cancelled && !$0.stoppedBySink } ?? false
         shared?.release(host: host, early: !ended)
         guard let limiter else { return }
-        if request.http2, result?.head?.version == "2" { limiter.learnedHTTP2(host: host) }
+        if request.mayMultiplex, result?.head?.version == "2" { limiter.learnedHTTP2(host: host) }
         limiter.release(hold, host: host, download: download)
     }
 

@@ -93,7 +93,7 @@ final class CurlTransfer: @unchecked Sendable {
         // A connection closed after its request carries no other stream: no HTTP/2, and no wait
         // for a connection to multiplex on (PIPEWAIT would hold each request until the one before
         // it on the host had ended).
-        if r.http2 && !r.closesConnection {
+        if r.mayMultiplex && !r.closesConnection {
             set(sf_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)), "CURLOPT_HTTP_VERSION")
             set(sf_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1), "CURLOPT_PIPEWAIT")
         } else {
