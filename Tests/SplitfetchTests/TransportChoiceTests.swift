@@ -27,6 +27,20 @@ struct TransportChoiceTests {
     }
 }
 
+extension TransportChoiceTests {
+    /// Downloads that start together spread over the transports though none has a transfer yet
+    /// (each choice counts from the moment it is made), and a transport whose download's network
+    /// part is over is the least busy again.
+    @Test func downloadsStartingTogetherSpreadOverTheTransports() async {
+        let session = Session(threads: 2)
+        let chosen = (0..<4).map { _ in session.assignTransport(for: "http://127.0.0.1/") }
+        #expect(chosen.map { $0 === session.transports[0] } == [true, false, true, false])
+        chosen[1].unassign()
+        #expect(session.assignTransport(for: "http://127.0.0.1/") === session.transports[1])
+        await session.shutdown()
+    }
+}
+
 /// HTTP/2 is negotiated by TLS: a request that may go over it waits for a connection to multiplex
 /// on only over `https`. Over `http` it is HTTP/1.1 whatever is asked, and waiting held every
 /// request to a host until the first response had come back.

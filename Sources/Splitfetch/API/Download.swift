@@ -40,6 +40,9 @@ public final class Download: Sendable {
     let tap: (@Sendable (DownloadEvent) -> Void)?
     /// Whether the network part is over, and who waits for it (``transferred()``).
     private let network = NIOLockedValueBox<(over: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    /// The session's transport this download was given, counted busier until its network part
+    /// is over.
+    private let assignedTransport = NIOLockedValueBox<CurlTransport?>(nil)
 
     /// Describes a download; nothing happens until ``run()``.
     ///
@@ -120,12 +123,13 @@ public final class Download: Sendable {
     }
 
     private func networkOver() {
-        let waiters = network.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
-            guard !state.over else { return [] }
+        let (waiters, transport) = network.withLockedValue { state -> ([CheckedContinuation<Void, Never>], CurlTransport?) in
+            guard !state.over else { return ([], nil) }
             state.over = true
             defer { state.waiters = [] }
-            return state.waiters
+            return (state.waiters, assignedTransport.withLockedValue { $0 })
         }
+        transport?.unassign()
         for waiter in waiters { waiter.resume() }
     }
 
@@ -162,7 +166,9 @@ public final class Download: Sendable {
             throw DownloadError(.usage, "\(redactedURL(url)): not \(RemoteScheme.names) URL")
         }
         // Connections kept for reuse: each source's (mirrors a server announces may add more).
-        let transport = session?.transport(for: url)
+        let chosen = session?.assignTransport(for: url)
+        assignedTransport.withLockedValue { $0 = chosen }
+        let transport = chosen
             ?? CurlTransport(maximumConnections: options.connections * (1 + min(options.mirrors.urls.count, options.mirrors.maximum)))
         var setup = DownloadSetup(url: url, destination: destination.string, options: options,
                             connector: Connector(transport: transport, limiter: session?.limiter, shared: session?.sharedCap),

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -72,11 +73,27 @@ public final class Session: Sendable {
         return true
     }
 
+    /// Makes choosing and counting one step, so downloads that start together see each other.
+    private let choosing = NIOLock()
+
+    /// The transport for a download of `url` starting now (``transport(for:)``), counted as
+    /// busier until the download calls ``CurlTransport/unassign()`` (when its network part is
+    /// over). Counting only transfers under way, 8 downloads starting at once all found both
+    /// transports idle and took the first; later files went to the second as the first looked
+    /// busier, each opening a connection there: 13 connections for 8 files at a time.
+    func assignTransport(for url: String) -> CurlTransport {
+        choosing.withLock {
+            let transport = transport(for: url)
+            transport.assign()
+            return transport
+        }
+    }
+
     /// The transport for a download of `url` starting now: its host's, with a per-host cap;
-    /// otherwise the least busy, the first on a tie.
+    /// otherwise the least busy (downloads given it and transfers under way), the first on a tie.
     func transport(for url: String) -> CurlTransport {
         guard limiter != nil, transports.count > 1 else {
-            return transports.min { $0.transfersUnderWay < $1.transfersUnderWay }!
+            return transports.min { $0.load < $1.load }!
         }
         // A stable choice by the host's name (Hasher is seeded per process, which is enough).
         var hasher = Hasher()

@@ -55,6 +55,17 @@ final class CurlTransport: Sendable {
     /// Transfers asked for and not yet returned (for choosing the least busy transport).
     var transfersUnderWay: Int { underWay.load(ordering: .relaxed) }
 
+    /// Downloads given this transport (``Session/assignTransport(for:)``) whose network part is
+    /// not over yet. Counted from the choice on, before their first transfer, so downloads that
+    /// start together spread over the transports instead of all finding them idle.
+    private let assigned = Atomic<Int>(0)
+
+    /// How busy the transport is, for choosing one: the downloads given it and its transfers.
+    var load: Int { assigned.load(ordering: .relaxed) + underWay.load(ordering: .relaxed) }
+
+    func assign() { assigned.wrappingAdd(1, ordering: .relaxed) }
+    func unassign() { assigned.wrappingSubtract(1, ordering: .relaxed) }
+
     /// Starts the transport thread. libcurl's set-up (the first time in the process) happens on
     /// that thread, never on the caller's.
     /// - Parameters:
