@@ -294,11 +294,24 @@ extension Daemon {
             // committed now is not one of them: its row may come after the read.
             let known = all ? state.withLockedValue { state in Set(state.jobs.keys).subtracting(state.saving.values) } : []
             do {
-                let rows = all ? try await fleet.store.loadAllRows() : try await fleet.store.load(gids)
+                // A read the database never answers (a connection lost as it went away, which
+                // postgres-nio may wait on for ever) would leave this copy as it is for good:
+                // every later announcement waits behind it. It counts as failed after its limit
+                // (10 s, more for a large queue) and is asked again.
+                let store = fleet.store
+                let limit = max(10, Double(known.count) / 2_000)
+                let answer = await within(seconds: limit) {
+                    all ? try await store.loadAllRows() : try await store.load(gids)
+                }
+                guard let answer else { throw NoAnswer(seconds: limit) }
+                let rows = try answer.get()
                 let asked = all ? Array(Set(rows.map(\.job.gid)).union(known)) : gids
                 apply(rows, asked: asked, fleet)
                 backoff = 0.25
             } catch {
+                if Task.isCancelled { return }
+                logger.debug("reading the queue's changes failed; asking again", metadata: [
+                    "error": "\(PostgresJobStore.describe(error))", "whole queue": "\(all)"])
                 fleet.state.withLockedValue { state in
                     state.announced.formUnion(gids)
                     if all { state.rereadAll = true }

@@ -34,6 +34,7 @@ extension PostgresJobStore {
                     defer { Task { try? await connection.close() } }
                     try await withTaskCancellationHandler {
                         try await connection.listen(on: Self.channel) { notifications in
+                            logger.debug("listening for queue changes")
                             continuation.yield(.missed)
                             for try await notification in notifications {
                                 if notification.payload.hasPrefix("slot:") {
