@@ -244,9 +244,6 @@ public final class PostgresJobStore: JobStore {
         return jobs
     }
 
-    /// How long a write may go unanswered before it counts as unconfirmed.
-    static let writeSeconds = 20.0
-
     public func save(upserting: [Job], deleting: [String]) async throws {
         try await save(upserting: upserting, deleting: deleting, held: [])
     }
@@ -269,17 +266,8 @@ public final class PostgresJobStore: JobStore {
         // place yet either).
         let fetching = upserting.filter { ($0.state == .waiting || $0.state == .paused) && $0.options["conditional-get"] != "true" }
         do {
-            // A write the database never answers (a connection lost as the server went away,
-            // which postgres-nio may wait on for ever) would hold every later write of the daemon
-            // behind it: its adds, its downloads' states. It counts as unconfirmed after its
-            // limit; the writer writes the rows again (whole rows: writing one twice is harmless).
-            let destinations = fetching.map(\.destination)
-            let answer = await within(seconds: Self.writeSeconds) {
-                try await self.saveRows(gids: gids, orders: orders, states: states, records: records, priorities: priorities,
-                                        deleting: deleting, fetching: destinations, held: heldJobs)
-            }
-            guard let answer else { throw StoreError.unconfirmed(NoAnswer(seconds: Self.writeSeconds).description) }
-            try answer.get()
+            try await saveRows(gids: gids, orders: orders, states: states, records: records, priorities: priorities, deleting: deleting,
+                               fetching: fetching.map(\.destination), held: heldJobs)
         } catch let error as PostgresTransactionError {
             if let refused = error.closureError as? StoreError { throw refused }
             if let cause = error.closureError as? PSQLError, cause.serverInfo?[.sqlState] == "23505" {
