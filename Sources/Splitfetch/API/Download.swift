@@ -38,11 +38,10 @@ public final class Download: Sendable {
     /// Sees every event as it is emitted, before any subscriber, never dropping one: a
     /// ``DownloadQueue`` keeps its snapshots and forwards the events with it. It must not block.
     let tap: (@Sendable (DownloadEvent) -> Void)?
-    /// Whether the network part is over, and who waits for it (``transferred()``).
-    private let network = NIOLockedValueBox<(over: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-    /// The session's transport this download was given, counted busier until its network part
-    /// is over.
-    private let assignedTransport = NIOLockedValueBox<CurlTransport?>(nil)
+    /// Whether the network part is over, who waits for it (``transferred()``), and the session's
+    /// transport this download was given, counted busier until then.
+    private let network = NIOLockedValueBox<(over: Bool, waiters: [CheckedContinuation<Void, Never>], transport: CurlTransport?)>(
+        (false, [], nil))
 
     /// Describes a download; nothing happens until ``run()``.
     ///
@@ -127,7 +126,7 @@ public final class Download: Sendable {
             guard !state.over else { return ([], nil) }
             state.over = true
             defer { state.waiters = [] }
-            return (state.waiters, assignedTransport.withLockedValue { $0 })
+            return (state.waiters, state.transport)
         }
         transport?.unassign()
         for waiter in waiters { waiter.resume() }
@@ -167,7 +166,7 @@ public final class Download: Sendable {
         }
         // Connections kept for reuse: each source's (mirrors a server announces may add more).
         let chosen = session?.assignTransport(for: url)
-        assignedTransport.withLockedValue { $0 = chosen }
+        network.withLockedValue { $0.transport = chosen }
         let transport = chosen
             ?? CurlTransport(maximumConnections: options.connections * (1 + min(options.mirrors.urls.count, options.mirrors.maximum)))
         var setup = DownloadSetup(url: url, destination: destination.string, options: options,
