@@ -373,11 +373,14 @@ def schedule(daemon_bin, server, work):
     """A schedule whose window opens during a download: the rate drops within 2 s of the minute."""
     state, root = os.path.join(work, "sch-state"), os.path.join(work, "sch-root")
     os.makedirs(root)
-    now = time.gmtime()
-    opens = (now.tm_hour * 60 + now.tm_min + 1) % 1440
+    # The window opens at the next minute that leaves time to start the daemon and see the download run
+    # at full rate first (a minute only seconds away left the download no time to start before it).
+    boundary = (int(time.time()) // 60 + 1) * 60
+    if boundary - time.time() < 20:
+        boundary += 60
+    opens = (boundary // 60) % 1440
     closes = (opens + 10) % 1440
     rule = f"{opens // 60:02d}:{opens % 60:02d}-{closes // 60:02d}:{closes % 60:02d}=256K"
-    boundary = (int(time.time()) // 60 + 1) * 60
     env = dict(os.environ, TZ="UTC")
     d = Daemon(daemon_bin, state, root, free_port(), ["--schedule", rule, "--max-overall-download-limit", "2M"])
     log = open(d.log, "ab")
