@@ -178,8 +178,9 @@ final class FleetHostSlots: SharedHostCap, Sendable {
                     return spare
                 }
                 for waiter in granted { waiter.resume(returning: true) }
-                // Requests cancelled meanwhile: their slots go back.
-                if !spare.isEmpty { try? await store.releaseSlots(host: host, slots: spare) }
+                // Requests cancelled meanwhile: their slots go back (or their leases run out: a
+                // database that does not answer must not hold the broker).
+                if !spare.isEmpty { _ = await within(seconds: 5) { [store] in try await store.releaseSlots(host: host, slots: spare) } }
             }
         }
     }

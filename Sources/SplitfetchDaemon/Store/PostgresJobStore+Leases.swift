@@ -30,45 +30,52 @@ extension PostgresJobStore {
 
     /// ``claim(owner:count:seconds:holding:)``, with each row's version.
     public func claimRows(owner: String, count: Int, seconds: Double, holding: [String] = []) async throws -> [Row] {
-        var jobs: [Row] = []
-        let rows = try await client.query("""
-            WITH next AS (
-                SELECT gid FROM splitfetch_job
-                WHERE state IN ('waiting', 'active')
-                    AND (lease_until IS NULL OR lease_until < now() OR lease_owner = \(owner))
-                    AND NOT gid = ANY(\(holding)::text[])
-                ORDER BY priority DESC, sort_order
-                FOR UPDATE SKIP LOCKED
-                LIMIT \(Int64(count))
-            )
-            UPDATE splitfetch_job AS job
-            SET lease_owner = \(owner), lease_until = now() + make_interval(secs => \(seconds)), state = 'active',
-                record = jsonb_set(job.record, '{state}', '"active"'), updated_at = now()
-            FROM next WHERE job.gid = next.gid
-            RETURNING job.record::text, job.lease_owner, job.version
-            """, logger: logger)
-        for try await row in rows.decode((String, String?, Int64).self) { jobs.append(try Self.row(row)) }
-        return jobs.sorted { ($0.job.priority, -$0.job.order) > ($1.job.priority, -$1.job.order) }
+        let logger = logger
+        return try await onConnection { connection in
+            var jobs: [Row] = []
+            let rows = try await connection.query("""
+                WITH next AS (
+                    SELECT gid FROM splitfetch_job
+                    WHERE state IN ('waiting', 'active')
+                        AND (lease_until IS NULL OR lease_until < now() OR lease_owner = \(owner))
+                        AND NOT gid = ANY(\(holding)::text[])
+                    ORDER BY priority DESC, sort_order
+                    FOR UPDATE SKIP LOCKED
+                    LIMIT \(Int64(count))
+                )
+                UPDATE splitfetch_job AS job
+                SET lease_owner = \(owner), lease_until = now() + make_interval(secs => \(seconds)), state = 'active',
+                    record = jsonb_set(job.record, '{state}', '"active"'), updated_at = now()
+                FROM next WHERE job.gid = next.gid
+                RETURNING job.record::text, job.lease_owner, job.version
+                """, logger: logger)
+            for try await row in rows.decode((String, String?, Int64).self) { jobs.append(try Self.row(row)) }
+            return jobs.sorted { ($0.job.priority, -$0.job.order) > ($1.job.priority, -$1.job.order) }
+        }
     }
 
     /// Extends `owner`'s leases on `gids` by `seconds` from now; returns the ones it still holds.
     public func renew(owner: String, gids: [String], seconds: Double) async throws -> Set<String> {
         guard !gids.isEmpty else { return [] }
-        var held: Set<String> = []
-        let rows = try await client.query("""
-            UPDATE splitfetch_job SET lease_until = now() + make_interval(secs => \(seconds))
-            WHERE lease_owner = \(owner) AND gid = ANY(\(gids)::text[])
-            RETURNING gid
-            """, logger: logger)
-        for try await gid in rows.decode(String.self) { held.insert(gid) }
-        return held
+        let logger = logger
+        return try await onConnection { connection in
+            var held: Set<String> = []
+            let rows = try await connection.query("""
+                UPDATE splitfetch_job SET lease_until = now() + make_interval(secs => \(seconds))
+                WHERE lease_owner = \(owner) AND gid = ANY(\(gids)::text[])
+                RETURNING gid
+                """, logger: logger)
+            for try await gid in rows.decode(String.self) { held.insert(gid) }
+            return held
+        }
     }
 
     /// Writes `job` (its end, or any change) if `owner` still holds its lease, and lets the lease
     /// go when the job is no longer active. Returns `false`, writing nothing, when another
     /// worker holds it now.
     public func write(_ job: Job, owner: String) async throws -> Bool {
-        try await client.withConnection { connection in
+        let logger = logger
+        return try await onConnection { connection in
             try await Self.writeHeld([job], owner: owner, on: connection, logger: logger).contains(job.gid)
         }
     }
@@ -98,61 +105,76 @@ extension PostgresJobStore {
     /// Lets go of `owner`'s leases on its unfinished jobs (a worker that stops): they wait again,
     /// for any worker, at once.
     public func release(owner: String) async throws {
-        try await client.query("""
-            UPDATE splitfetch_job SET lease_owner = NULL, lease_until = NULL, state = 'waiting',
-                record = jsonb_set(record, '{state}', '"waiting"'), updated_at = now()
-            WHERE lease_owner = \(owner) AND state IN ('waiting', 'active')
-            """, logger: logger)
+        let logger = logger
+        return try await onConnection { connection in
+            _ = try await connection.query("""
+                UPDATE splitfetch_job SET lease_owner = NULL, lease_until = NULL, state = 'waiting',
+                    record = jsonb_set(record, '{state}', '"waiting"'), updated_at = now()
+                WHERE lease_owner = \(owner) AND state IN ('waiting', 'active')
+                """, logger: logger)
+        }
     }
 
     /// Changes the state of the jobs in `gids` that are in one of `from` to `to`, whoever holds
     /// them (an API call on any worker: pause, unpause, remove), and lets their leases go: the
     /// worker that runs one stops it when it hears of the change. Returns the changed jobs.
     public func command(_ gids: [String], to state: DownloadState, from: [DownloadState]) async throws -> [Row] {
-        let finished: Double? = state.isFinal ? Date().timeIntervalSince1970 : nil
-        var jobs: [Row] = []
-        let rows = try await client.query("""
-            UPDATE splitfetch_job
-            SET state = \(state.rawValue), lease_owner = NULL, lease_until = NULL, updated_at = now(),
-                record = jsonb_set(record, '{state}', to_jsonb(\(state.rawValue)::text))
-                    || jsonb_build_object('finishedAt', \(finished)::float8)
-            WHERE gid = ANY(\(gids)::text[]) AND state = ANY(\(from.map(\.rawValue))::text[])
-            RETURNING record::text, lease_owner, version
-            """, logger: logger)
-        for try await row in rows.decode((String, String?, Int64).self) { jobs.append(try Self.row(row)) }
-        return jobs
+        let logger = logger
+        return try await onConnection { connection in
+            let finished: Double? = state.isFinal ? Date().timeIntervalSince1970 : nil
+            var jobs: [Row] = []
+            let rows = try await connection.query("""
+                UPDATE splitfetch_job
+                SET state = \(state.rawValue), lease_owner = NULL, lease_until = NULL, updated_at = now(),
+                    record = jsonb_set(record, '{state}', to_jsonb(\(state.rawValue)::text))
+                        || jsonb_build_object('finishedAt', \(finished)::float8)
+                WHERE gid = ANY(\(gids)::text[]) AND state = ANY(\(from.map(\.rawValue))::text[])
+                RETURNING record::text, lease_owner, version
+                """, logger: logger)
+            for try await row in rows.decode((String, String?, Int64).self) { jobs.append(try Self.row(row)) }
+            return jobs
+        }
     }
 
     /// The rows of `gids` as they are now, each with the worker that holds its lease (a live
     /// one or not); a job not returned was deleted.
     public func load(_ gids: [String]) async throws -> [Row] {
-        var rows: [Row] = []
-        for try await row in try await client.query(
-            "SELECT record::text, lease_owner, version FROM splitfetch_job WHERE gid = ANY(\(gids)::text[])", logger: logger
-        ).decode((String, String?, Int64).self) {
-            rows.append(try Self.row(row))
+        let logger = logger
+        return try await onConnection { connection in
+            var rows: [Row] = []
+            for try await row in try await connection.query(
+                "SELECT record::text, lease_owner, version FROM splitfetch_job WHERE gid = ANY(\(gids)::text[])", logger: logger
+            ).decode((String, String?, Int64).self) {
+                rows.append(try Self.row(row))
+            }
+            return rows
         }
-        return rows
     }
 
     /// The GID of a complete job, other than `gid`, whose file is `destination`, if any.
     public func completedJob(writing destination: String, except gid: String) async throws -> String? {
-        let rows = try await client.query("""
-            SELECT gid FROM splitfetch_job
-            WHERE state = 'complete' AND record->>'destination' = \(destination) AND gid <> \(gid) LIMIT 1
-            """, logger: logger)
-        for try await other in rows.decode(String.self) { return other }
-        return nil
+        let logger = logger
+        return try await onConnection { connection in
+            let rows = try await connection.query("""
+                SELECT gid FROM splitfetch_job
+                WHERE state = 'complete' AND record->>'destination' = \(destination) AND gid <> \(gid) LIMIT 1
+                """, logger: logger)
+            for try await other in rows.decode(String.self) { return other }
+            return nil
+        }
     }
 
     /// Every row with its lease holder: what a worker reads after it missed notifications.
     public func loadAllRows() async throws -> [Row] {
-        var rows: [Row] = []
-        for try await row in try await client.query("SELECT record::text, lease_owner, version FROM splitfetch_job",
-                                                    logger: logger).decode((String, String?, Int64).self) {
-            rows.append(try Self.row(row))
+        let logger = logger
+        return try await onConnection { connection in
+            var rows: [Row] = []
+            for try await row in try await connection.query("SELECT record::text, lease_owner, version FROM splitfetch_job",
+                                                        logger: logger).decode((String, String?, Int64).self) {
+                rows.append(try Self.row(row))
+            }
+            return rows
         }
-        return rows
     }
 
     static func row(_ columns: (String, String?, Int64)) throws -> Row {

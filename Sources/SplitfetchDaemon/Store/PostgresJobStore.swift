@@ -23,6 +23,8 @@ public final class PostgresJobStore: JobStore {
     /// The name this daemon holds leases in: unique among the daemons of the queue.
     public let worker: String
     let client: PostgresClient
+    /// The requests under way on each of the client's connections (``onConnection(_:)``).
+    let watch = ConnectionWatch()
     private let runner: Task<Void, Never>
     private let owner = NIOLockedValueBox<Task<Void, Never>?>(nil)
     let logger: Logger
@@ -235,13 +237,16 @@ public final class PostgresJobStore: JobStore {
     }
 
     public func loadAll() async throws -> [Job] {
-        var jobs: [Job] = []
-        let decoder = JSONDecoder()
-        let rows = try await client.query("SELECT record::text FROM splitfetch_job", logger: logger)
-        for try await text in rows.decode(String.self) {
-            jobs.append(try decoder.decode(Job.self, from: Data(text.utf8)))
+        let logger = logger
+        return try await onConnection { connection in
+            var jobs: [Job] = []
+            let decoder = JSONDecoder()
+            let rows = try await connection.query("SELECT record::text FROM splitfetch_job", logger: logger)
+            for try await text in rows.decode(String.self) {
+                jobs.append(try decoder.decode(Job.self, from: Data(text.utf8)))
+            }
+            return jobs
         }
-        return jobs
     }
 
     public func save(upserting: [Job], deleting: [String]) async throws {
@@ -276,6 +281,8 @@ public final class PostgresJobStore: JobStore {
             // The connection was lost with the commit sent: the server may have made it.
             if error.commitError != nil { throw StoreError.unconfirmed(Self.describe(error)) }
             throw StoreError.unavailable(Self.describe(error))
+        } catch let error as ConnectionLost {
+            throw StoreError.unconfirmed(error.description)
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
             throw StoreError.sameFile(Self.describe(error))
         } catch let error as StoreError {
@@ -287,33 +294,36 @@ public final class PostgresJobStore: JobStore {
 
     private func saveRows(gids: [String], orders: [Double], states: [String], records: [String], priorities: [Int64],
                           deleting: [String], fetching: [String], held: [Job]) async throws {
-        try await client.withTransaction(logger: logger) { connection in
-            if !held.isEmpty { _ = try await Self.writeHeld(held, owner: worker, on: connection, logger: logger) }
-            if !fetching.isEmpty {
-                let rows = try await connection.query("""
-                    SELECT record->>'destination' FROM splitfetch_job
-                    WHERE state = 'complete' AND record->>'destination' = ANY(\(fetching)::text[]) AND NOT gid = ANY(\(gids)::text[])
-                    LIMIT 1
-                    """, logger: logger)
-                for try await path in rows.decode(String.self) { throw StoreError.fileExists(path) }
-            }
-            if !gids.isEmpty {
-                // One statement for the batch: arrays unnested into rows.
-                try await connection.query("""
-                    INSERT INTO splitfetch_job (gid, sort_order, state, record, priority)
-                    SELECT gid, sort_order, state, record::jsonb, priority
-                    FROM unnest(\(gids)::text[], \(orders)::float8[], \(states)::text[], \(records)::text[], \(priorities)::int8[])
-                        AS batch(gid, sort_order, state, record, priority)
-                    ON CONFLICT (gid) DO UPDATE SET sort_order = excluded.sort_order, state = excluded.state,
-                        record = excluded.record, priority = excluded.priority, updated_at = now(),
-                        lease_owner = CASE WHEN excluded.state IN ('waiting', 'active') THEN splitfetch_job.lease_owner END,
-                        lease_until = CASE WHEN excluded.state IN ('waiting', 'active') THEN splitfetch_job.lease_until END
-                    -- A job another worker holds is that worker's to write.
-                    WHERE splitfetch_job.lease_owner IS NULL OR splitfetch_job.lease_owner = \(worker)
-                    """, logger: logger)
-            }
-            if !deleting.isEmpty {
-                try await connection.query("DELETE FROM splitfetch_job WHERE gid = ANY(\(deleting)::text[])", logger: logger)
+        let (worker, logger) = (worker, logger)
+        try await onConnection { connection in
+            try await connection.withTransaction(logger: logger) { connection in
+                if !held.isEmpty { _ = try await Self.writeHeld(held, owner: worker, on: connection, logger: logger) }
+                if !fetching.isEmpty {
+                    let rows = try await connection.query("""
+                        SELECT record->>'destination' FROM splitfetch_job
+                        WHERE state = 'complete' AND record->>'destination' = ANY(\(fetching)::text[]) AND NOT gid = ANY(\(gids)::text[])
+                        LIMIT 1
+                        """, logger: logger)
+                    for try await path in rows.decode(String.self) { throw StoreError.fileExists(path) }
+                }
+                if !gids.isEmpty {
+                    // One statement for the batch: arrays unnested into rows.
+                    try await connection.query("""
+                        INSERT INTO splitfetch_job (gid, sort_order, state, record, priority)
+                        SELECT gid, sort_order, state, record::jsonb, priority
+                        FROM unnest(\(gids)::text[], \(orders)::float8[], \(states)::text[], \(records)::text[], \(priorities)::int8[])
+                            AS batch(gid, sort_order, state, record, priority)
+                        ON CONFLICT (gid) DO UPDATE SET sort_order = excluded.sort_order, state = excluded.state,
+                            record = excluded.record, priority = excluded.priority, updated_at = now(),
+                            lease_owner = CASE WHEN excluded.state IN ('waiting', 'active') THEN splitfetch_job.lease_owner END,
+                            lease_until = CASE WHEN excluded.state IN ('waiting', 'active') THEN splitfetch_job.lease_until END
+                        -- A job another worker holds is that worker's to write.
+                        WHERE splitfetch_job.lease_owner IS NULL OR splitfetch_job.lease_owner = \(worker)
+                        """, logger: logger)
+                }
+                if !deleting.isEmpty {
+                    try await connection.query("DELETE FROM splitfetch_job WHERE gid = ANY(\(deleting)::text[])", logger: logger)
+                }
             }
         }
     }
