@@ -38,6 +38,26 @@ import Testing
         #expect(watch.underWay == 0)
     }
 
+    @Test(.enabled(if: PostgresServer.url != nil)) func theCallersCancellationReachesTheRequest() async throws {
+        let connection = try await Self.connect()
+        let watch = ConnectionWatch()
+        let (started, didStart) = AsyncStream<Void>.makeStream()
+        let request = Task {
+            try await watch.until(connection) { _ in
+                didStart.yield()
+                // Ends early only if cancelled.
+                try await Task.sleep(for: .seconds(60))
+                return "slept"
+            }
+        }
+        for await _ in started { break }
+        request.cancel()
+        let result = await request.result
+        #expect(throws: CancellationError.self) { try result.get() }
+        #expect(watch.underWay == 0)
+        try await connection.close()
+    }
+
     @Test(.enabled(if: PostgresServer.url != nil)) func aRequestAnsweredKeepsItsAnswer() async throws {
         let connection = try await Self.connect()
         let watch = ConnectionWatch()

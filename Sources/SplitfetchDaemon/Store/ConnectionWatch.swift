@@ -46,11 +46,22 @@ final class ConnectionWatch: Sendable {
                             _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let key = ObjectIdentifier(connection)
         let answered = NIOLockedValueBox(false)
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+        let work = NIOLockedValueBox<Task<Void, Never>?>(nil)
+        // The caller's cancellation reaches `body`, which runs in a task of its own.
+        return try await withTaskCancellationHandler {
+            try await run(connection, key: key, answered: answered, work: work, body)
+        } onCancel: {
+            work.withLockedValue { $0 }?.cancel()
+        }
+    }
+
+    private func run<T: Sendable>(_ connection: PostgresConnection, key: ObjectIdentifier, answered: NIOLockedValueBox<Bool>,
+                                  work: NIOLockedValueBox<Task<Void, Never>?>,
+                                  _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             @Sendable func answer(_ result: Result<T, any Error>) {
                 if answered.withLockedValue({ done in defer { done = true }; return !done }) { continuation.resume(with: result) }
             }
-            let work = NIOLockedValueBox<Task<Void, Never>?>(nil)
             let (id, first) = state.withLockedValue { state -> (UInt64, Bool) in
                 defer { state.nextID += 1 }
                 let first = state.requests[key] == nil
@@ -78,7 +89,8 @@ final class ConnectionWatch: Sendable {
                 answer(result)
             }
             work.withLockedValue { $0 = task }
-            if answered.withLockedValue({ $0 }) { task.cancel() }
+            // Answered (the connection closed) or cancelled before the task was there to cancel.
+            if answered.withLockedValue({ $0 }) || Task.isCancelled { task.cancel() }
         }
     }
 }
