@@ -153,6 +153,40 @@ struct JobStoreTests {
         }
     }
 
+    /// The name's lock is its connection's: when the server ends that session (as a restart
+    /// does), the store takes the name again on a new connection, and a second daemon under it is
+    /// still refused.
+    @Test(.enabled(if: PostgresServer.url != nil)) func theWorkerNameIsTakenAgainWhenItsConnectionEnds() async throws {
+        try await PostgresServer.withDatabase { address in
+            let first = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
+            let lock = """
+                FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid::bigint = \(Int64(PostgresJobStore.workerLockClass))
+                    AND objid::bigint = (hashtext('a')::bigint & 4294967295) AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                """
+            let ended = try await PostgresServer.withClient(address) { client -> Int in
+                var count = 0
+                for try await done in try await client.query(PostgresQuery(unsafeSQL: "SELECT pg_terminate_backend(pid) \(lock)")).decode(Bool.self) {
+                    if done { count += 1 }
+                }
+                return count
+            }
+            #expect(ended == 1)
+            // Asked again once a second: wait for it (at most 30 s).
+            var held = false
+            for _ in 0..<300 where !held {
+                try await Task.sleep(for: .milliseconds(100))
+                held = try await PostgresServer.withClient(address) { client in
+                    var count = 0
+                    for try await _ in try await client.query(PostgresQuery(unsafeSQL: "SELECT pid \(lock)")).decode(Int32.self) { count += 1 }
+                    return count == 1
+                }
+            }
+            #expect(held, "the name's lock was not taken again")
+            await #expect(throws: StoreError.self) { _ = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet) }
+            await first.close()
+        }
+    }
+
     @Test(.enabled(if: PostgresServer.url != nil)) func aWorkerWritesNoJobAnotherHoldsAndCommandsReachEveryJob() async throws {
         try await PostgresServer.withDatabase { address in
             let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)

@@ -197,35 +197,53 @@ public final class PostgresJobStore: JobStore {
     }
 
     /// Holds the worker name's lock on a connection of its own for as long as the store lives.
+    /// The lock is its session's: when that connection closes (the database restarted, or the
+    /// network dropped it) the name is taken again on a new connection, asked once a second
+    /// until it is (with a warning if another daemon holds it meanwhile).
     private func takeOwnership() async throws {
         let (client, logger, address, worker) = (client, logger, address, worker)
         let taken = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
-            // Answered once: by the lock's answer, or by the error that came before it.
+            // Answered once: by the first lock's answer, or by the error that came before it.
             let answer = NIOLockedValueBox<CheckedContinuation<Bool, any Error>?>(continuation)
             let holder = Task {
-                do {
-                    try await client.withConnection { connection in
-                        var got = false
-                        // A daemon restarted at once after a kill: the server may not have seen
-                        // its old session go yet. Asked again for up to 10 s.
-                        for attempt in 0..<40 {
-                            for try await value in try await connection.query(
-                                "SELECT pg_try_advisory_lock(\(Self.workerLockClass), hashtext(\(worker)))", logger: logger
-                            ).decode(Bool.self) {
-                                got = value
+                var lost = false
+                var warned = false
+                while !Task.isCancelled {
+                    let first = answer.withLockedValue { $0 != nil }
+                    do {
+                        let held = try await client.withConnection { connection -> Bool in
+                            // A daemon restarted at once after a kill: the server may not have
+                            // seen its old session go yet. Asked again for up to 10 s at first.
+                            let got = try await Self.tryLock(worker, on: connection, attempts: first ? 40 : 1, logger: logger)
+                            answer.withLockedValue { $0.take() }?.resume(returning: got)
+                            guard got else { return false }
+                            if lost {
+                                logger.notice("worker name taken again after its connection closed", metadata: ["worker": "\(worker)"])
+                                lost = false
+                                warned = false
                             }
-                            if got || attempt == 39 { break }
-                            try await Task.sleep(for: .milliseconds(250))
+                            // Held until the store goes (its task cancelled) or the connection closes.
+                            await Self.waitUntilClosedOrCancelled(connection)
+                            if Task.isCancelled {
+                                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.workerLockClass), hashtext(\(worker)))",
+                                                                logger: logger)
+                            }
+                            return true
                         }
-                        answer.withLockedValue { $0.take() }?.resume(returning: got)
-                        guard got else { return }
-                        // Held until the store goes (its task cancelled): the lock is the session's.
-                        while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-                        _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.workerLockClass), hashtext(\(worker)))",
-                                                        logger: logger)
+                        if first && !held { return }  // refused at the start: the store is not opened
+                        if !held && !warned {
+                            logger.warning("another daemon holds this daemon's worker name; taking it again once it is free",
+                                           metadata: ["worker": "\(worker)"])
+                            warned = true
+                        }
+                    } catch {
+                        if first {
+                            answer.withLockedValue { $0.take() }?.resume(throwing: error)
+                            return
+                        }
                     }
-                } catch {
-                    answer.withLockedValue { $0.take() }?.resume(throwing: error)
+                    lost = true
+                    try? await Task.sleep(for: .seconds(1))
                 }
             }
             owner.withLockedValue { $0 = holder }
@@ -233,6 +251,35 @@ public final class PostgresJobStore: JobStore {
         guard taken else {
             throw StoreError.cannotOpen(path: address.description,
                                         detail: "another daemon runs as worker '\(worker)' on this queue (give each daemon its own --worker-name)")
+        }
+    }
+
+    /// `pg_try_advisory_lock` on the worker name, asked up to `attempts` times 250 ms apart.
+    private static func tryLock(_ worker: String, on connection: PostgresConnection, attempts: Int, logger: Logger) async throws -> Bool {
+        for attempt in 0..<attempts {
+            var got = false
+            for try await value in try await connection.query(
+                "SELECT pg_try_advisory_lock(\(workerLockClass), hashtext(\(worker)))", logger: logger
+            ).decode(Bool.self) {
+                got = value
+            }
+            if got || attempt == attempts - 1 { return got }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+        return false
+    }
+
+    /// Returns when `connection` closes or the task is cancelled.
+    private static func waitUntilClosedOrCancelled(_ connection: PostgresConnection) async {
+        let waiter = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                waiter.withLockedValue { $0 = continuation }
+                connection.closeFuture.whenComplete { _ in waiter.withLockedValue { $0.take() }?.resume() }
+                if Task.isCancelled { waiter.withLockedValue { $0.take() }?.resume() }
+            }
+        } onCancel: {
+            waiter.withLockedValue { $0.take() }?.resume()
         }
     }
 
