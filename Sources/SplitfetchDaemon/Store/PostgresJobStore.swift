@@ -201,7 +201,7 @@ public final class PostgresJobStore: JobStore {
     /// network dropped it) the name is taken again on a new connection, asked once a second
     /// until it is (with a warning if another daemon holds it meanwhile).
     private func takeOwnership() async throws {
-        let (client, logger, address, worker) = (client, logger, address, worker)
+        let (client, logger, address, worker, watch) = (client, logger, address, worker, watch)
         let taken = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
             // Answered once: by the first lock's answer, or by the error that came before it.
             let answer = NIOLockedValueBox<CheckedContinuation<Bool, any Error>?>(continuation)
@@ -223,7 +223,9 @@ public final class PostgresJobStore: JobStore {
                                 warned = false
                             }
                             // Held until the store goes (its task cancelled) or the connection closes.
-                            await Self.waitUntilClosedOrCancelled(connection)
+                            _ = try? await watch.until(connection) { _ in
+                                while true { try await Task.sleep(for: .seconds(3600)) }
+                            }
                             if Task.isCancelled {
                                 _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.workerLockClass), hashtext(\(worker)))",
                                                                 logger: logger)
@@ -267,20 +269,6 @@ public final class PostgresJobStore: JobStore {
             try await Task.sleep(for: .milliseconds(250))
         }
         return false
-    }
-
-    /// Returns when `connection` closes or the task is cancelled.
-    private static func waitUntilClosedOrCancelled(_ connection: PostgresConnection) async {
-        let waiter = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                waiter.withLockedValue { $0 = continuation }
-                connection.closeFuture.whenComplete { _ in waiter.withLockedValue { $0.take() }?.resume() }
-                if Task.isCancelled { waiter.withLockedValue { $0.take() }?.resume() }
-            }
-        } onCancel: {
-            waiter.withLockedValue { $0.take() }?.resume()
-        }
     }
 
     public func loadAll() async throws -> [Job] {
