@@ -91,6 +91,8 @@ let package = Package(
             name: "SplitfetchDaemon",
             dependencies: [
                 "Splitfetch",
+                // malloc_trim after a large request (HeapTrim).
+                "CShims",
                 // The schedule's decision (BandwidthSchedule) is the core's.
                 "DownloadCore",
                 // Webhook signatures (HMAC-SHA256).
@@ -110,6 +112,7 @@ let package = Package(
             name: "splitfetch-daemon",
             dependencies: [
                 "SplitfetchDaemon",
+                "CShims",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],

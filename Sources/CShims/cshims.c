@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <sys/stat.h>
 #if defined(__linux__)
 #include <sys/xattr.h>
@@ -110,4 +113,19 @@ int sf_set_file_times(int fd, int64_t seconds) {
     times[0].tv_nsec = 0;
     times[1] = times[0];
     return futimens(fd, times);
+}
+
+void sf_tune_allocator(int arenas, int mmap_threshold) {
+#if defined(__GLIBC__)
+    mallopt(M_ARENA_MAX, arenas);
+    mallopt(M_MMAP_THRESHOLD, mmap_threshold);
+#else
+    (void)arenas; (void)mmap_threshold;
+#endif
+}
+
+void sf_trim_heap(void) {
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
 }

@@ -61,8 +61,10 @@ public struct Aria2RPC: Sendable {
         } else {
             answer = Self.response(id: .null, .failure(.parseError))
         }
-        return Reply(body: answer.serialized(), unauthorized: context.unauthorized, shutdown: context.shutdown,
-                     watchProgress: context.watchProgress)
+        let reply = Reply(body: answer.serialized(), unauthorized: context.unauthorized, shutdown: context.shutdown,
+                          watchProgress: context.watchProgress)
+        if body.count >= HeapTrim.requestBytes { HeapTrim.soon() }
+        return reply
     }
 
     struct CallContext {
