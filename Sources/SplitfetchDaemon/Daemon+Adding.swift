@@ -118,14 +118,14 @@ extension Daemon {
     /// when it starts, so that a waiting job costs the queue only a small record (they were
     /// checked when the job was added; its file is already decided).
     func enqueue(_ job: Job, paused: Bool, position: Int? = nil) throws(DownloadError) {
-        // The closure holds the options dictionary (shared with the job's record), not a
+        // The closure holds the job's options as kept (shared with the job's record), not a
         // DownloadOptions value (about 460 bytes per waiting job).
-        let (given, mirrors, destination) = (job.options, Array(job.uris.dropFirst()), job.destination)
+        let (given, mirrors, destination) = (job.optionList, Array(job.uris.dropFirst()), job.destination)
         try queue.add(job.uris[0], to: FilePath(job.destination), id: job.gid, priority: job.priority, at: position, paused: paused,
                       bytesPerSecond: job.bytesPerSecond) { [weak self] () throws(DownloadError) -> DownloadOptions in
             guard let self else { throw DownloadError(.interrupted, "the daemon stopped") }
             do throws(RPCError) {
-                var options = try Aria2Options.parse(given, base: self.downloadOptions(), root: self.root, resolvingPaths: false).options
+                var options = try Aria2Options.parse(given.dictionary, base: self.downloadOptions(), root: self.root, resolvingPaths: false).options
                 options.mirrors.urls = mirrors
                 if options.refresh { options.refreshRecord = self.recordedValidators(of: destination) }
                 return options

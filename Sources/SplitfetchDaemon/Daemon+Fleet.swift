@@ -129,7 +129,7 @@ extension Daemon {
         // Let go meanwhile (paused through the API, say: the copy has the row's record already),
         // or the daemon is stopping (the lease is let go or runs out).
         guard fleet.mayStart(job.gid) else { return }
-        if let finishedFile, job.options["conditional-get"] != "true" {
+        if let finishedFile, job.optionList["conditional-get"] != "true" {
             let other: String?
             do { other = try await fleet.store.completedJob(writing: job.destination, except: job.gid) } catch {
                 other = "unknown (the queue's database did not answer)"

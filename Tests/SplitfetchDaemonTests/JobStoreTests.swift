@@ -1,5 +1,5 @@
 import DownloadCore
-import FoundationEssentials
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import PostgresNIO
@@ -111,6 +111,41 @@ struct JobStoreTests {
             let reopened = try await reopen()
             #expect(try await reopened.loadAll().sorted { $0.gid < $1.gid } == sampleJobs())
         }
+    }
+
+    @Test func aJobReadsTheJSONOfRowsWrittenWhenEveryFieldWasStored() throws {
+        // A fleet's row as the daemon wrote it before a job's outcome was kept apart.
+        let row = """
+            {"gid":"00000000000000ab","order":1.5,"uris":["http:\\/\\/a\\/x","sftp:\\/\\/b\\/x"],"destination":"\\/r\\/x",
+             "options":{"split":"4","header":"[\\"A: b\\"]"},"state":"complete","priority":2,"bytesPerSecond":100,
+             "totalLength":7,"completedLength":7,"sha256":"cafe","addedAt":10,"finishedAt":11.25,"hookPending":true,
+             "webhookPending":true,"validators":{"etag":"W\\/\\"x\\"","lastModified":"Mon, 02 Nov 2026 10:00:00 GMT","size":7,
+             "modifiedNanoseconds":1793613600000000001}}
+            """
+        #expect(try JSONDecoder().decode(Job.self, from: Data(row.utf8)) == sampleJobs()[0])
+        for job in sampleJobs() {
+            #expect(try JSONDecoder().decode(Job.self, from: JSONEncoder().encode(job)) == job)
+        }
+        // A waiting job's row has no outcome at all.
+        let waiting = try #require(JSONSerialization.jsonObject(with: JSONEncoder().encode(sampleJobs()[2])) as? [String: Any])
+        #expect(Set(waiting.keys) == ["gid", "order", "uris", "destination", "options", "state", "priority", "addedAt",
+                                      "hookPending", "webhookPending"])
+    }
+
+    @Test func aCopyOfAJobChangesItsOutcomeAlone() {
+        let original = sampleJobs()[0]
+        var copy = original
+        copy.sha256 = "beef"
+        copy.validators = nil
+        #expect(original.sha256 == "cafe" && original.validators != nil)
+        #expect(copy.sha256 == "beef" && copy.validators == nil && copy.totalLength == 7)
+        #expect(copy != original)
+        // An outcome emptied again is no outcome: equal to a job that never had one.
+        var emptied = sampleJobs()[2]
+        emptied.errorCode = "http"
+        #expect(emptied != sampleJobs()[2])
+        emptied.errorCode = nil
+        #expect(emptied == sampleJobs()[2])
     }
 
     @Test("an upsert replaces the whole row, a delete removes it, in one transaction", arguments: StoreKind.available)

@@ -304,7 +304,7 @@ public final class PostgresJobStore: JobStore {
         // Jobs that are to fetch their file (not refresh it): none may write a file another job of
         // the queue completed (a daemon's copy may not know that job yet; the file may not be in
         // place yet either).
-        let fetching = upserting.filter { ($0.state == .waiting || $0.state == .paused) && $0.options["conditional-get"] != "true" }
+        let fetching = upserting.filter { ($0.state == .waiting || $0.state == .paused) && $0.optionList["conditional-get"] != "true" }
         do {
             try await saveRows(gids: gids, orders: orders, states: states, records: records, priorities: priorities, deleting: deleting,
                                fetching: fetching.map(\.destination), held: heldJobs)
