@@ -98,7 +98,9 @@ extension DownloadQueue {
             state.records[id] = record
             return
         }
-        options.rateLimit = record.limit
+        let own = record.limit ?? RateLimit(unlimitedWithin: limit)
+        record.limit = own
+        options.rateLimit = own
         let download = Download(record.url, destination: record.destination, consumer: nil, options: options, session: session,
                                 tap: { [weak self] event in self?.downloadEvent(event, of: id, run: run) })
         observe?(id, download)
@@ -141,7 +143,7 @@ extension DownloadQueue {
         state.withLockedValue { state in
             guard var record = state.records[id], record.run == run else { return }
             switch event.kind {
-            case .progress: record.progress = event.progress
+            case .progress: record.progress = event.progress.map(Boxed.init)
             case .finished: record.ending = Ending(error: record.ending?.error, statistics: event.statistics)
             case .failed: record.ending = Ending(error: event.error, statistics: record.ending?.statistics)
             default: break

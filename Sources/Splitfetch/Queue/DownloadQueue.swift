@@ -50,17 +50,25 @@ public final class DownloadQueue: Sendable {
         var destination: FilePath
         /// Its settings, made at each start.
         let options: @Sendable () throws(DownloadError) -> DownloadOptions
-        /// Its own budget, within the queue's.
-        let limit: RateLimit
+        /// Its own budget, within the queue's: made when it first starts or is given a rate, so
+        /// that a waiting download costs no budget (a daemon holds tens of thousands).
+        var limit: RateLimit?
         let host: String
         var task: Task<Void, Never>?
         /// Which run is under way: reports of an earlier one are ignored.
         var run = 0
-        var progress: DownloadProgress?
+        var progress: Boxed<DownloadProgress>?
         /// How runs ended: the last run's error, and the statistics of a complete one.
         var ending: Ending?
         /// Counted as work waiting for its host (``Session``'s per-host cap).
         var expected = false
+    }
+
+    /// A value a record keeps by reference: a waiting download's record (most of a daemon's tens of
+    /// thousands) has none, and stays small.
+    final class Boxed<Value: Sendable>: Sendable {
+        let value: Value
+        init(_ value: Value) { self.value = value }
     }
 
     final class Ending: Sendable {
@@ -172,8 +180,7 @@ public final class DownloadQueue: Sendable {
             throw DownloadError(.usage, "\(redactedURL(url)): not \(RemoteScheme.names) URL")
         }
         let id = id ?? Self.newID()
-        let own = RateLimit(unlimitedWithin: limit)
-        if let bytesPerSecond { own.setBytesPerSecond(max(1, bytesPerSecond)) }
+        let own = bytesPerSecond.map { RateLimit(bytesPerSecond: max(1, $0), within: limit) }
         let record = Record(url: url, destination: destination, options: optionsAtStart, limit: own, host: Connector.host(of: url))
         try change { state throws(DownloadError) in
             guard !state.closed else { throw DownloadError(.usage, "the queue is shut down") }
@@ -263,7 +270,15 @@ public final class DownloadQueue: Sendable {
     /// Returns whether the download is in the queue.
     @discardableResult
     public func setBytesPerSecond(_ bytesPerSecond: Int64?, for id: ID) -> Bool {
-        guard let own = state.withLockedValue({ $0.records[id]?.limit }) else { return false }
+        let own = state.withLockedValue { state -> RateLimit? in
+            guard var record = state.records[id] else { return nil }
+            if let limit = record.limit { return limit }
+            let made = RateLimit(unlimitedWithin: limit)
+            record.limit = made
+            state.records[id] = record
+            return made
+        }
+        guard let own else { return false }
         own.setBytesPerSecond(bytesPerSecond.map { max(1, $0) })
         return true
     }
@@ -288,7 +303,7 @@ public final class DownloadQueue: Sendable {
         let record = state.records[entry.id]!
         return DownloadSnapshot(id: entry.id, url: redactedURL(record.url), destination: record.destination,
                                 state: DownloadState(entry.state), priority: entry.priority, position: position,
-                                progress: record.progress, bytesPerSecondLimit: record.limit.bytesPerSecond,
+                                progress: record.progress?.value, bytesPerSecondLimit: record.limit?.bytesPerSecond,
                                 error: entry.state == .failed ? record.ending?.error : nil, statistics: record.ending?.statistics)
     }
 
