@@ -114,24 +114,27 @@ extension Daemon {
         }.get()
     }
 
-    /// Hands a job to the library queue. Its options are made from the job's aria2 options
-    /// when it starts, so that a waiting job costs the queue only a small record (they were
-    /// checked when the job was added; its file is already decided).
+    /// Hands a job to the library queue. Its options are made from the job's record when it
+    /// starts (``optionsAtStart(_:)``, one closure for every job), so that a waiting job costs the
+    /// queue only a small record (they were checked when the job was added; its file is already
+    /// decided).
     func enqueue(_ job: Job, paused: Bool, position: Int? = nil) throws(DownloadError) {
-        // The closure holds the job's options as kept (shared with the job's record), not a
-        // DownloadOptions value (about 460 bytes per waiting job).
-        let (given, mirrors, destination) = (job.optionList, Array(job.uris.dropFirst()), job.destination)
         try queue.add(job.uris[0], to: FilePath(job.destination), id: job.gid, priority: job.priority, at: position, paused: paused,
-                      bytesPerSecond: job.bytesPerSecond) { [weak self] () throws(DownloadError) -> DownloadOptions in
-            guard let self else { throw DownloadError(.interrupted, "the daemon stopped") }
-            do throws(RPCError) {
-                var options = try Aria2Options.parse(given.dictionary, base: self.downloadOptions(), root: self.root, resolvingPaths: false).options
-                options.mirrors.urls = mirrors
-                if options.refresh { options.refreshRecord = self.recordedValidators(of: destination) }
-                return options
-            } catch {
-                throw DownloadError(.usage, error.message)
-            }
+                      bytesPerSecond: job.bytesPerSecond, optionsAtStart: startOptions)
+    }
+
+    /// The options a job starts with: its aria2 options (only its priority and rate limit change
+    /// after the add, and the queue applies those itself) over the daemon's, with its mirrors, and
+    /// for a refresh the validators of the file's last complete download.
+    func optionsAtStart(_ gid: String) throws(DownloadError) -> DownloadOptions {
+        guard let job = job(gid) else { throw DownloadError(.interrupted, "GID#\(gid) is no longer in the queue") }
+        do throws(RPCError) {
+            var options = try Aria2Options.parse(job.options, base: downloadOptions(), root: root, resolvingPaths: false).options
+            options.mirrors.urls = Array(job.uris.dropFirst())
+            if options.refresh { options.refreshRecord = recordedValidators(of: job.destination) }
+            return options
+        } catch {
+            throw DownloadError(.usage, error.message)
         }
     }
 

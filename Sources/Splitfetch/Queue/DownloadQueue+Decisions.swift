@@ -64,7 +64,7 @@ extension DownloadQueue {
                 let waits = entry.state == .waiting && !entry.running
                 guard record.expected != waits else { continue }
                 record.expected = waits
-                limiter.expect(host: record.host, waits ? 1 : -1)
+                limiter.expect(host: entry.host ?? Connector.host(of: record.url), waits ? 1 : -1)
                 state.records[id] = record
             }
         }
@@ -90,7 +90,7 @@ extension DownloadQueue {
         let run = record.run
         var options: DownloadOptions
         do throws(DownloadError) {
-            options = try record.options()
+            options = try record.options(id)
         } catch {
             // Its options cannot be made: it fails at once, as a run that failed.
             record.ending = Ending(error: error, statistics: record.ending?.statistics)

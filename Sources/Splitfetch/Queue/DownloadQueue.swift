@@ -44,16 +44,16 @@ public final class DownloadQueue: Sendable {
     public typealias ID = String
 
     /// Kept small: a daemon holds tens of thousands of waiting downloads, and the options, an
-    /// error and statistics (about 700 bytes together) live behind references.
+    /// error and statistics (about 700 bytes together) live behind references; its host is its
+    /// schedule entry's.
     struct Record {
         var url: String
         var destination: FilePath
         /// Its settings, made at each start.
-        let options: @Sendable () throws(DownloadError) -> DownloadOptions
+        let options: @Sendable (ID) throws(DownloadError) -> DownloadOptions
         /// Its own budget, within the queue's: made when it first starts or is given a rate, so
         /// that a waiting download costs no budget (a daemon holds tens of thousands).
         var limit: RateLimit?
-        let host: String
         var task: Task<Void, Never>?
         /// Which run is under way: reports of an earlier one are ignored.
         var run = 0
@@ -151,13 +151,15 @@ public final class DownloadQueue: Sendable {
                     priority: Int = 0, at position: Int? = nil, paused: Bool = false) throws(DownloadError) -> ID {
         try options.validate()
         return try add(url, to: destination, id: id, priority: priority, at: position, paused: paused,
-                       bytesPerSecond: options.rateLimit?.bytesPerSecond, optionsAtStart: { options })
+                       bytesPerSecond: options.rateLimit?.bytesPerSecond, optionsAtStart: { _ in options })
     }
 
     /// Adds a download whose options are made when it starts (at each start), by
-    /// `optionsAtStart`: a waiting download then holds only what the closure captures, which
-    /// matters to a program that keeps tens of thousands waiting. If it throws, or its options do
-    /// not pass ``DownloadOptions/validate()``, the download fails when it starts, with that error.
+    /// `optionsAtStart`, given the download's identifier: a waiting download then holds only what
+    /// the closure captures, and one closure that looks the identifier up can serve them all,
+    /// which matters to a program that keeps tens of thousands waiting. If it throws, or its
+    /// options do not pass ``DownloadOptions/validate()``, the download fails when it starts,
+    /// with that error.
     ///
     /// - Parameters:
     ///   - url: an `http` or `https` URL.
@@ -167,7 +169,8 @@ public final class DownloadQueue: Sendable {
     ///   - position: its place in the queue from 0; by default the end.
     ///   - paused: added paused, to start when resumed.
     ///   - bytesPerSecond: its own rate limit, within the queue's; `nil` for none.
-    ///   - optionsAtStart: makes its settings, or throws why it cannot. Their
+    ///   - optionsAtStart: makes the settings of the download with this identifier, or throws
+    ///     why it cannot. Their
     ///     ``DownloadOptions/rateLimit`` is replaced by the download's own.
     /// - Returns: its identifier.
     /// - Throws: ``DownloadError`` (``DownloadError/Code/usage``) for a URL that is not `http`,
@@ -175,18 +178,18 @@ public final class DownloadQueue: Sendable {
     @discardableResult
     public func add(_ url: String, to destination: FilePath, id: ID? = nil, priority: Int = 0, at position: Int? = nil,
                     paused: Bool = false, bytesPerSecond: Int64? = nil,
-                    optionsAtStart: @escaping @Sendable () throws(DownloadError) -> DownloadOptions) throws(DownloadError) -> ID {
+                    optionsAtStart: @escaping @Sendable (ID) throws(DownloadError) -> DownloadOptions) throws(DownloadError) -> ID {
         guard RemoteScheme.isSupported(url) else {
             throw DownloadError(.usage, "\(redactedURL(url)): not \(RemoteScheme.names) URL")
         }
         let id = id ?? Self.newID()
         let own = bytesPerSecond.map { RateLimit(bytesPerSecond: max(1, $0), within: limit) }
-        let record = Record(url: url, destination: destination, options: optionsAtStart, limit: own, host: Connector.host(of: url))
+        let record = Record(url: url, destination: destination, options: optionsAtStart, limit: own)
         try change { state throws(DownloadError) in
             guard !state.closed else { throw DownloadError(.usage, "the queue is shut down") }
             guard state.records[id] == nil else { throw DownloadError(.usage, "\(id) is already in the queue") }
             state.records[id] = record
-            return state.schedule.add(id, priority: priority, at: position, paused: paused, host: record.host)
+            return state.schedule.add(id, priority: priority, at: position, paused: paused, host: Connector.host(of: url))
         }
         return id
     }
@@ -365,7 +368,7 @@ public final class DownloadQueue: Sendable {
             for id in state.records.keys {
                 if state.records[id]!.expected {
                     state.records[id]!.expected = false
-                    session.limiter?.expect(host: state.records[id]!.host, -1)
+                    session.limiter?.expect(host: state.schedule.entry(id)?.host ?? Connector.host(of: state.records[id]!.url), -1)
                 }
             }
             return (state.records.values.compactMap(\.task), effects)
