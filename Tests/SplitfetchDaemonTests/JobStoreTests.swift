@@ -132,6 +132,20 @@ struct JobStoreTests {
                                       "hookPending", "webhookPending"])
     }
 
+    @Test func aJobsOptionsComeBackAsGivenWhateverTheirCharacters() throws {
+        // A control character is kept as \u0001 in the job's JSON text: the slow reader's case.
+        let options = ["header": "[\"X: a\u{1}b\"]", "out": "ü \"q\"\n\t/.bin", "dir": "", "split": "4"]
+        var job = sampleJobs()[2]
+        job.options = options
+        #expect(job.options == options)
+        #expect(job.optionList["out"] == options["out"] && job.optionList["pause"] == nil)
+        #expect(try JSONDecoder().decode(Job.self, from: JSONEncoder().encode(job)) == job)
+        // The same options in another order are the same job.
+        var again = sampleJobs()[2]
+        again.options = Dictionary(uniqueKeysWithValues: options.sorted { $0.key > $1.key })
+        #expect(again == job)
+    }
+
     @Test func aCopyOfAJobChangesItsOutcomeAlone() {
         let original = sampleJobs()[0]
         var copy = original

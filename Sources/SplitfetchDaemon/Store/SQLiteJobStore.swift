@@ -131,7 +131,7 @@ public final class SQLiteJobStore: JobStore {
         encoder.outputFormatting = .sortedKeys
         // Written three times per job (added, started, ended): without the encoder.
         let uris = FlatJSON.encode(job.uris)
-        let options = FlatJSON.encode(job.options)
+        let options = job.optionList.json
         let validators = try job.validators.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
         return [job.gid, job.order, uris, job.destination, options, job.state.rawValue, job.priority, job.bytesPerSecond,
                 job.totalLength, job.completedLength, job.sha256, job.errorCode, job.errorMessage, job.addedAt, job.finishedAt,
