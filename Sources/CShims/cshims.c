@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -117,8 +118,9 @@ int sf_set_file_times(int fd, int64_t seconds) {
 
 void sf_tune_allocator(int arenas, int mmap_threshold) {
 #if defined(__GLIBC__)
-    mallopt(M_ARENA_MAX, arenas);
-    mallopt(M_MMAP_THRESHOLD, mmap_threshold);
+    // glibc's own environment variables, when set, win.
+    if (getenv("MALLOC_ARENA_MAX") == NULL) mallopt(M_ARENA_MAX, arenas);
+    if (getenv("MALLOC_MMAP_THRESHOLD_") == NULL) mallopt(M_MMAP_THRESHOLD, mmap_threshold);
 #else
     (void)arenas; (void)mmap_threshold;
 #endif

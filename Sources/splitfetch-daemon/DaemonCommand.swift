@@ -18,6 +18,13 @@ struct DaemonCommand: AsyncParsableCommand {
         subcommands: [Serve.self, Add.self, List.self, Pause.self, Resume.self, Remove.self, Watch.self],
         defaultSubcommand: Serve.self
     )
+
+    /// The allocator is set first, before any thread but this one exists: a thread that had
+    /// allocated before would keep an arena of its own (``Serve/tuneAllocator()``).
+    static func main() async {
+        Serve.tuneAllocator()
+        await main(nil)
+    }
 }
 
 struct Serve: AsyncParsableCommand {
@@ -85,7 +92,6 @@ struct Serve: AsyncParsableCommand {
     var logLevel = "info"
 
     func run() async throws {
-        Self.tuneAllocator()
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         var logger = Logger(label: "splitfetch.daemon")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
@@ -187,14 +193,17 @@ struct Serve: AsyncParsableCommand {
 
     /// glibc's allocator, set for a process that keeps many small records for a long time
     /// (measured with 20,000 paused jobs in `Benchmarks/JOURNAL.md`, "The daemon"):
-    /// - two arenas, not up to eight per core: a thread that once met another in the allocator
-    ///   kept an arena of its own, whose free memory no other thread reused (7 MiB more resident
-    ///   after the adds);
+    /// - one arena, not up to eight per core: a thread that once met another in the allocator
+    ///   got an arena of its own, and the jobs' records, spread over two or more heaps with the
+    ///   requests' short-lived values between them, held 7 MiB more after the adds (one run in two
+    ///   4.5 MiB more again with two arenas). Each thread's cache of small blocks still spares
+    ///   it the arena's lock most of the time;
     /// - a fixed threshold for the large blocks given to `mmap`: glibc raises it each time such a
     ///   block is freed, so that a restart's and a large request's buffers were then carved out
     ///   of the heap and left it fragmented (7 MiB more resident after a restart).
+    /// `MALLOC_ARENA_MAX` and `MALLOC_MMAP_THRESHOLD_` in the environment win.
     static func tuneAllocator() {
-        sf_tune_allocator(2, 128 * 1024)
+        sf_tune_allocator(1, 128 * 1024)
     }
 
     static func defaultStateDirectory() -> String {

@@ -49,7 +49,8 @@ int sf_set_file_times(int fd, int64_t seconds);
 
 /// Sets glibc's allocator for a long-running process: at most `arenas` arenas, and a fixed
 /// threshold (bytes) from which a block is its own mapping, given back when freed (glibc otherwise
-/// raises it as such blocks are freed). A no-op with another C library.
+/// raises it as such blocks are freed). `MALLOC_ARENA_MAX` and `MALLOC_MMAP_THRESHOLD_` in the
+/// environment win over either. A no-op with another C library.
 void sf_tune_allocator(int arenas, int mmap_threshold);
 
 /// Gives the free pages of glibc's heaps back to the system (malloc_trim(0)). A no-op with
