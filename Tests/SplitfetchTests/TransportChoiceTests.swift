@@ -58,6 +58,28 @@ struct MultiplexOnlyOverTLSTests {
         #expect(!request.mayMultiplex)
     }
 
+    /// A transport starts its thread (and libcurl) with its first transfer: one that never
+    /// transfers has none, and its shutdown returns at once; after it, a transfer fails as
+    /// cancelled instead of starting one.
+    @Test func aTransportStartsItsThreadWithItsFirstTransfer() async throws {
+        try await withServer { server in
+            let idle = CurlTransport(maximumConnections: 1)
+            idle.setMaximumPerHost(2)
+            #expect(!idle.hasStarted)
+            await idle.shutdown()
+            #expect(!idle.hasStarted)
+            let late = await idle.perform(TransferRequest(url: server.url(size: 10), options: testOptions()), sink: nil)
+            #expect(late.cancelled && !idle.hasStarted)
+
+            let used = CurlTransport(maximumConnections: 1)
+            #expect(!used.hasStarted)
+            let result = await used.perform(TransferRequest(url: server.url(size: 1_000), options: testOptions()), sink: nil)
+            #expect(result.curlCode == 0 && result.head?.status == 200)
+            #expect(used.hasStarted)
+            await used.shutdown()
+        }
+    }
+
     /// Four requests that may go over HTTP/2 to an `http` server at a round trip of 0.3 s, at once
     /// on one transport: all four reach the server before it ends any response (with the wait,
     /// three were sent only once the first response was back).

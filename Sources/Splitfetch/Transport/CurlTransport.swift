@@ -44,6 +44,8 @@ final class CurlTransport: Sendable {
         var loopEnded = false
         /// Tasks waiting in ``shutdown()`` for the loop to end.
         var endWaiters: [CheckedContinuation<Void, Never>] = []
+        /// The transport thread was started (by the first transfer).
+        var started = false
 
         var multi: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(bitPattern: multiAddress) }
     }
@@ -66,8 +68,10 @@ final class CurlTransport: Sendable {
     func assign() { assigned.wrappingAdd(1, ordering: .relaxed) }
     func unassign() { assigned.wrappingSubtract(1, ordering: .relaxed) }
 
-    /// Starts the transport thread. libcurl's set-up (the first time in the process) happens on
-    /// that thread, never on the caller's.
+    /// Makes a transport; its thread starts with the first transfer, so that one that never
+    /// transfers (a daemon whose jobs all wait or are paused) costs no thread, and libcurl and
+    /// its TLS libraries are not set up (3 MiB of a daemon's resident memory). libcurl's set-up
+    /// (the first time in the process) happens on that thread, never on the caller's.
     /// - Parameters:
     ///   - maximumConnections: connections kept open for reuse.
     ///   - maximumPerHost: connections to one host, in use or kept (libcurl's
@@ -77,7 +81,18 @@ final class CurlTransport: Sendable {
 
     init(maximumConnections: Int, maximumPerHost: Int = 0, closesConnections: Bool = false) {
         self.closesConnections = closesConnections
-        let loop = TransportLoop(transport: self, maximumConnections: maximumConnections, maximumPerHost: maximumPerHost)
+        connectionLimits = (maximumConnections, maximumPerHost)
+    }
+
+    /// The loop's `maximumConnections` and `maximumPerHost`, for when it starts.
+    private let connectionLimits: (total: Int, perHost: Int)
+
+    /// Whether the transport thread was started (by a transfer).
+    var hasStarted: Bool { inbox.withLockedValue { $0.started } }
+
+    /// Starts the transport thread (called once, by the first transfer).
+    private func startLoop() {
+        let loop = TransportLoop(transport: self, maximumConnections: connectionLimits.total, maximumPerHost: connectionLimits.perHost)
         startThread(name: "splitfetch-curl") { loop.run() }
     }
 
@@ -114,6 +129,8 @@ final class CurlTransport: Sendable {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let (ended, multi) = inbox.withLockedValue { box -> (Bool, UnsafeMutableRawPointer?) in
                 box.shuttingDown = true
+                // Never started: there is no thread to wait for, and none starts now.
+                if !box.started { box.loopEnded = true }
                 if box.loopEnded { return (true, nil) }
                 box.endWaiters.append(continuation)
                 return (false, box.multi)
@@ -131,6 +148,7 @@ final class CurlTransport: Sendable {
     func requestShutdown() {
         let multi = inbox.withLockedValue { box in
             box.shuttingDown = true
+            if !box.started { box.loopEnded = true }
             return box.loopEnded ? nil : box.multi
         }
         if let multi { curl_multi_wakeup(multi) }
@@ -147,7 +165,7 @@ final class CurlTransport: Sendable {
     }
 
     private enum Acceptance {
-        case queued(wake: UnsafeMutableRawPointer?)
+        case queued(wake: UnsafeMutableRawPointer?, start: Bool)
         case shuttingDown
         case unusable(String)
     }
@@ -160,11 +178,17 @@ final class CurlTransport: Sendable {
             if box.shuttingDown { return .shuttingDown }
             if let failure = box.unusable { return .unusable(failure) }
             box.messages.append(message)
-            return .queued(wake: box.multi)
+            var start = false
+            if case .add = message, !box.started {
+                box.started = true
+                start = true
+            }
+            return .queued(wake: box.multi, start: start)
         }
         switch acceptance {
-        case .queued(let multi):
+        case .queued(let multi, let start):
             // Without a multi handle yet, the thread takes the messages right after making it.
+            if start { startLoop() }
             if let multi { curl_multi_wakeup(multi) }
         case .shuttingDown:
             if case .add(let transfer) = message { transfer.finish(cancelled: true) }
