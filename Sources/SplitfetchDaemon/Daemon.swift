@@ -151,8 +151,14 @@ public final class Daemon: Sendable {
 
     /// Puts the stored jobs back.
     private func restore() async throws {
-        let stored = try await store.loadAll().sorted { $0.order < $1.order }
-        state.withLockedValue { state in for job in stored { state.store(job) } }
+        var stored = try await store.loadAll()
+        stored.sort { $0.order < $1.order }
+        state.withLockedValue { state in
+            // Room for them all at once: no table grown and rehashed twice over on the way.
+            state.jobs.reserveCapacity(stored.count)
+            state.destinations.reserveCapacity(stored.count)
+            for job in stored { state.store(job) }
+        }
         var changed: [Job] = []
         for var job in stored where !job.state.isFinal {
             // Finished just before the daemon stopped, and not recorded: the file is in place and
