@@ -119,7 +119,7 @@ extension Daemon {
     /// queue only a small record (they were checked when the job was added; its file is already
     /// decided).
     func enqueue(_ job: Job, paused: Bool, position: Int? = nil) throws(DownloadError) {
-        try queue.add(job.uris[0], to: FilePath(job.destination), id: job.gid, priority: job.priority, at: position, paused: paused,
+        try queue.add(job.url, to: FilePath(job.destination), id: job.gid, priority: job.priority, at: position, paused: paused,
                       bytesPerSecond: job.bytesPerSecond, optionsAtStart: startOptions)
     }
 
@@ -130,7 +130,7 @@ extension Daemon {
         guard let job = job(gid) else { throw DownloadError(.interrupted, "GID#\(gid) is no longer in the queue") }
         do throws(RPCError) {
             var options = try Aria2Options.parse(job.options, base: downloadOptions(), root: root, resolvingPaths: false).options
-            options.mirrors.urls = Array(job.uris.dropFirst())
+            options.mirrors.urls = job.mirrors
             if options.refresh { options.refreshRecord = recordedValidators(of: job.destination) }
             return options
         } catch {

@@ -5,34 +5,32 @@ import FoundationEssentials
 /// One download the daemon owns, as its store keeps it: what was asked for, where it is in the
 /// queue, and how it ended.
 ///
-/// A daemon holds one for every job in its queue and history (tens of thousands), so what only a
-/// job that ran or ended has (its size, digest, error, validators) is kept apart, in one shared
-/// value made when the first of them is set: a waiting job's record is 120 bytes instead of 264
-/// (Benchmarks/JOURNAL.md, "The daemon").
+/// A daemon holds one for every job in its queue and history (tens of thousands), so it is kept
+/// small (Benchmarks/JOURNAL.md, "The daemon"): what only a job that ran or ended has (its size,
+/// digest, error, validators) is in one shared value made when the first of them is set; the
+/// URL and the mirrors are apart, so that a job of one URI holds no array; the options are one
+/// string. A waiting job's record is 128 bytes inline (264 with every field stored).
 public struct Job: Sendable, Equatable, Codable {
     /// aria2's GID: 16 hexadecimal digits, also the download's identifier in the library queue.
     public var gid: String
-    /// Its place among the jobs: the queue's order is ascending `order` (a real number, so that a
-    /// job moved between two others takes the midpoint and no other row is rewritten).
-    public var order: Double
-    /// The URIs given: the first is the URL, the others its mirrors.
-    public var uris: [String]
+    /// The first URI: the URL.
+    private(set) var url: String
+    /// The other URIs: its mirrors.
+    private(set) var mirrors: [String]
     /// The file's absolute path, inside the download root.
     public var destination: String
-    /// The aria2 options it was added with (validated), as aria2 reports them back.
-    public var options: [String: String] {
-        get { optionList.dictionary }
-        set { optionList = OptionList(newValue) }
-    }
     /// ``options`` as kept.
     private(set) var optionList: OptionList
     public var state: DownloadState
-    /// Higher starts first.
-    public var priority: Int
-    /// Its own rate limit, bytes per second (`max-download-limit`); `nil` for none.
-    public var bytesPerSecond: Int64?
+    /// Its place among the jobs: the queue's order is ascending `order` (a real number, so that a
+    /// job moved between two others takes the midpoint and no other row is rewritten).
+    public var order: Double
     /// Seconds since 1970.
     public var addedAt: Double
+    /// What a run found or left; `nil` while none of it is known.
+    private var outcome: Shared?
+    /// Its own rate limit, bytes per second (`max-download-limit`); `nil` for none.
+    public var bytesPerSecond: Int64?
     /// Finished, with its hook (`--on-complete`, `--on-error`) not yet started: set with the final
     /// state in one write, cleared (and committed) just before the hook runs, so a hook runs at
     /// most once, and one pending at a restart runs then.
@@ -40,8 +38,28 @@ public struct Job: Sendable, Equatable, Codable {
     /// Finished, with its webhook (`--webhook`) not yet delivered; cleared once the receiver
     /// answered 2xx (or gave up on), so a restart sends what was not delivered.
     public var webhookPending = false
-    /// What a run found or left; `nil` while none of it is known.
-    private var outcome: Shared?
+    /// ``priority`` as kept (aria2's range is -1000 to 1000), last: with the flags, it fits in
+    /// the rate limit's padding.
+    private var storedPriority: Int32
+
+    /// The URIs given: the first is the URL, the others its mirrors.
+    public var uris: [String] {
+        get { url.isEmpty && mirrors.isEmpty ? [] : [url] + mirrors }
+        set {
+            url = newValue.first ?? ""
+            mirrors = Array(newValue.dropFirst())
+        }
+    }
+    /// The aria2 options it was added with (validated), as aria2 reports them back.
+    public var options: [String: String] {
+        get { optionList.dictionary }
+        set { optionList = OptionList(newValue) }
+    }
+    /// Higher starts first.
+    public var priority: Int {
+        get { Int(storedPriority) }
+        set { storedPriority = Int32(clamping: newValue) }
+    }
 
     /// The file's size once known.
     public var totalLength: Int64? {
@@ -83,11 +101,12 @@ public struct Job: Sendable, Equatable, Codable {
                 state: DownloadState, priority: Int = 0, bytesPerSecond: Int64? = nil, addedAt: Double) {
         self.gid = gid
         self.order = order
-        self.uris = uris
+        url = uris.first ?? ""
+        mirrors = Array(uris.dropFirst())
         self.destination = destination
         self.optionList = OptionList(options)
         self.state = state
-        self.priority = priority
+        storedPriority = Int32(clamping: priority)
         self.bytesPerSecond = bytesPerSecond
         self.addedAt = addedAt
     }
@@ -120,7 +139,7 @@ public struct Job: Sendable, Equatable, Codable {
     }
 
     public static func == (a: Job, b: Job) -> Bool {
-        a.gid == b.gid && a.order == b.order && a.uris == b.uris && a.destination == b.destination && a.optionList == b.optionList
+        a.gid == b.gid && a.order == b.order && a.url == b.url && a.mirrors == b.mirrors && a.destination == b.destination && a.optionList == b.optionList
             && a.state == b.state && a.priority == b.priority && a.bytesPerSecond == b.bytesPerSecond && a.addedAt == b.addedAt
             && a.hookPending == b.hookPending && a.webhookPending == b.webhookPending
             && (a.outcome?.value ?? .empty) == (b.outcome?.value ?? .empty)
