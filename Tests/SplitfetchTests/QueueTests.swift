@@ -258,6 +258,25 @@ struct QueueTests {
         }
     }
 
+    /// A waiting download has no budget of its own until it is given a rate or starts; its rate
+    /// can be set and lifted meanwhile, and the snapshot says which holds.
+    @Test func aWaitingDownloadsOwnRateCanBeSetAndLifted() async throws {
+        let queue = DownloadQueue(maximumActive: 1)
+        let id = try queue.add("http://127.0.0.1:9/w.bin", to: "/nonexistent/w.bin", paused: true)
+        #expect(queue.snapshot(id)?.bytesPerSecondLimit == nil)
+        #expect(queue.setBytesPerSecond(nil, for: id))
+        #expect(queue.snapshot(id)?.bytesPerSecondLimit == nil)
+        #expect(queue.setBytesPerSecond(4096, for: id))
+        #expect(queue.snapshot(id)?.bytesPerSecondLimit == 4096)
+        #expect(queue.setBytesPerSecond(nil, for: id))
+        #expect(queue.snapshot(id)?.bytesPerSecondLimit == nil)
+        #expect(!queue.setBytesPerSecond(4096, for: "no-such-download"))
+        let limited = try queue.add("http://127.0.0.1:9/l.bin", to: "/nonexistent/l.bin", paused: true, bytesPerSecond: 1000,
+                                    optionsAtStart: { _ in DownloadOptions() })
+        #expect(queue.snapshot(limited)?.bytesPerSecondLimit == 1000)
+        await queue.shutdown()
+    }
+
     /// A queue event's JSON form is the download event's with an `id`, or a state change.
     @Test func queueEventsRoundTripThroughJSON() throws {
         let events = [

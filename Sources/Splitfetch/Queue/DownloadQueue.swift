@@ -273,17 +273,18 @@ public final class DownloadQueue: Sendable {
     /// Returns whether the download is in the queue.
     @discardableResult
     public func setBytesPerSecond(_ bytesPerSecond: Int64?, for id: ID) -> Bool {
-        let own = state.withLockedValue { state -> RateLimit? in
-            guard var record = state.records[id] else { return nil }
-            if let limit = record.limit { return limit }
+        let (found, own) = state.withLockedValue { state -> (Bool, RateLimit?) in
+            guard var record = state.records[id] else { return (false, nil) }
+            // No budget yet and no rate to give: the one made at its start is unlimited anyway.
+            if record.limit == nil, bytesPerSecond == nil { return (true, nil) }
+            if let limit = record.limit { return (true, limit) }
             let made = RateLimit(unlimitedWithin: limit)
             record.limit = made
             state.records[id] = record
-            return made
+            return (true, made)
         }
-        guard let own else { return false }
-        own.setBytesPerSecond(bytesPerSecond.map { max(1, $0) })
-        return true
+        own?.setBytesPerSecond(bytesPerSecond.map { max(1, $0) })
+        return found
     }
 
     // MARK: - Looking

@@ -70,7 +70,7 @@ final class CurlTransport: Sendable {
 
     /// Makes a transport; its thread starts with the first transfer, so that one that never
     /// transfers (a daemon whose jobs all wait or are paused) costs no thread, and libcurl and
-    /// its TLS libraries are not set up (3 MiB of a daemon's resident memory). libcurl's set-up
+    /// its TLS libraries are not set up (2.4 MiB of a daemon's resident memory). libcurl's set-up
     /// (the first time in the process) happens on that thread, never on the caller's.
     /// - Parameters:
     ///   - maximumConnections: connections kept open for reuse.
