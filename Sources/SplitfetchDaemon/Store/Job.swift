@@ -1,6 +1,5 @@
 public import DownloadCore
 public import Splitfetch
-import FoundationEssentials
 
 /// One download the daemon owns, as its store keeps it: what was asked for, where it is in the
 /// queue, and how it ended.
@@ -203,11 +202,9 @@ struct OptionList: Sendable, Equatable {
 
     init(_ options: [String: String]) { json = FlatJSON.encode(options) }
 
-    var dictionary: [String: String] {
-        if let options = FlatJSON.object(json) { return options }
-        // What the fast reader leaves (a control character, written as \u00XX).
-        return (try? JSONDecoder().decode([String: String].self, from: Data(json.utf8))) ?? [:]
-    }
+    /// The store's reading of the same text (``FlatJSON``, or the decoder for a control character,
+    /// written as \u00XX); the text is always one `FlatJSON.encode` wrote.
+    var dictionary: [String: String] { (try? SQLiteJobStore.dictionary(json)) ?? [:] }
 
     subscript(name: String) -> String? { dictionary[name] }
 }
