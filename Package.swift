@@ -159,7 +159,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(
             name: "SplitfetchDaemonTests",
-            dependencies: ["SplitfetchDaemon", "Splitfetch", "DownloadCore", "TestHTTPServer", .product(name: "SystemPackage", package: "swift-system"),
+            dependencies: ["SplitfetchDaemon", "Splitfetch", "DownloadCore", "TestHTTPServer", "CShims", .product(name: "SystemPackage", package: "swift-system"),
                            .product(name: "PostgresNIO", package: "postgres-nio"),
                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log")],

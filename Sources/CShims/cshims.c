@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #if defined(__GLIBC__)
+#include <execinfo.h>
 #include <malloc.h>
 #endif
 #include <sys/stat.h>
@@ -129,5 +130,20 @@ void sf_tune_allocator(int arenas, int mmap_threshold) {
 void sf_trim_heap(void) {
 #if defined(__GLIBC__)
     malloc_trim(0);
+#endif
+}
+
+int sf_stack_depth(void) {
+#if defined(__GLIBC__)
+    for (int size = 256; size <= 65536; size *= 4) {
+        void **frames = malloc(sizeof(void *) * (size_t)size);
+        if (frames == NULL) return 0;
+        int depth = backtrace(frames, size);
+        free(frames);
+        if (depth < size) return depth;
+    }
+    return 65536;
+#else
+    return 0;
 #endif
 }

@@ -124,15 +124,13 @@ public final class Daemon: Sendable {
         }
         box.withLockedValue { $0 = self }
         owner.withLockedValue { $0.daemon = self }
-        writer.rows.withLockedValue { rows in
-            rows = { [weak self] gids in
-                guard let self else { return ([], []) }
-                // Which jobs are held is read first: a job let go meanwhile (paused by a command,
-                // say) has its record from the database in the copy by then, since the copy is
-                // updated before the job is let go (``apply(_:asked:_:)``).
-                let held = self.fleet?.held.intersection(gids) ?? []
-                return (self.state.withLockedValue { state in gids.compactMap { state.jobs[$0] } }, held)
-            }
+        writer.readRows { [weak self] gids in
+            guard let self else { return ([], []) }
+            // Which jobs are held is read first: a job let go meanwhile (paused by a command,
+            // say) has its record from the database in the copy by then, since the copy is
+            // updated before the job is let go (``apply(_:asked:_:)``).
+            let held = self.fleet?.held.intersection(gids) ?? []
+            return (self.state.withLockedValue { state in gids.compactMap { state.jobs[$0] } }, held)
         }
         if let fleet {
             try await restoreFleetCopy(fleet)

@@ -1,4 +1,5 @@
 import DownloadCore
+import CShims
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -186,6 +187,28 @@ struct JobStoreTests {
             }
             try await store.save(upserting: jobs, deleting: [])
             #expect(try await store.loadAll().sorted { $0.order < $1.order } == jobs)
+        }
+    }
+
+    /// The writer's source of rows was once a bare closure in a lock box, wrapped in two more
+    /// reabstraction thunks at every batch: after n batches a call went 2n frames deep.
+    @Test func theWriterReachesItsRowsAsDirectlyAfterManyBatchesAsAtTheFirst() async throws {
+        try await withStore(.sqlite) { store, _ in
+            let writer = StoreWriter(store: store) { _ in }
+            let job = sampleJobs()[2]
+            let depths = NIOLockedValueBox<[Int32]>([])
+            writer.readRows { gids in
+                let depth = sf_stack_depth()
+                depths.withLockedValue { $0.append(depth) }
+                return (gids.map { _ in job }, [])
+            }
+            // Each persist waits for its commit, so each is a batch of its own.
+            for _ in 0..<200 { try await writer.persist([job.gid]) }
+            let seen = depths.withLockedValue { $0 }
+            #expect(seen.count == 200)
+            let (first, deepest) = (try #require(seen.first), try #require(seen.max()))
+            #expect(deepest - first < 20, "the call went from \(first) to \(deepest) frames deep")
+            #expect(try await store.loadAll() == [job])
         }
     }
 

@@ -57,4 +57,8 @@ void sf_tune_allocator(int arenas, int mmap_threshold);
 /// another C library.
 void sf_trim_heap(void);
 
+/// The number of frames on the calling thread's stack (glibc's backtrace), uncapped up to 65,536;
+/// 0 where there is no backtrace. For tests that a call does not go deeper over time.
+int sf_stack_depth(void);
+
 #endif
