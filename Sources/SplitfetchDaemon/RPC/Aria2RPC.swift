@@ -119,7 +119,7 @@ public struct Aria2RPC: Sendable {
     }
 
     /// aria2's `system.multicall`: the calls in order, each answered as `[result]` or an error.
-    /// Consecutive `addUri`s are added together, with one commit.
+    /// Consecutive `addUri`s are added together, in batches that share a commit (``Daemon/add(_:)``).
     private func multicall(_ params: [JSONValue], _ context: inout CallContext) async -> Result<JSONValue, RPCError> {
         guard let calls = params.first?.array else { return .failure(.invalidParams("system.multicall takes an array of calls")) }
         var results: [JSONValue] = []
