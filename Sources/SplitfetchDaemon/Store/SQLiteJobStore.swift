@@ -102,14 +102,12 @@ public final class SQLiteJobStore: JobStore {
         guard !upserting.isEmpty || !deleting.isEmpty else { return }
         let rows = try upserting.map(Self.arguments(of:))
         try await pool.write { db in
-            for arguments in rows {
-                try db.execute(sql: """
-                    INSERT OR REPLACE INTO job (\(Self.columns))
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: arguments)
-            }
-            for gid in deleting {
-                try db.execute(sql: "DELETE FROM job WHERE gid = ?", arguments: [gid])
+            // Prepared once per connection (each job is written about three times).
+            let upsert = try db.cachedStatement(sql: Self.upsertSQL)
+            for arguments in rows { try upsert.execute(arguments: arguments) }
+            if !deleting.isEmpty {
+                let delete = try db.cachedStatement(sql: "DELETE FROM job WHERE gid = ?")
+                for gid in deleting { try delete.execute(arguments: [gid]) }
             }
         }
     }
@@ -126,13 +124,20 @@ public final class SQLiteJobStore: JobStore {
         return try JSONDecoder().decode([String: String].self, from: Data(text.utf8))
     }
 
+    private static let upsertSQL = """
+        INSERT OR REPLACE INTO job (\(columns))
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
     private static func arguments(of job: Job) throws -> StatementArguments {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
         // Written three times per job (added, started, ended): without the encoder.
         let uris = FlatJSON.encode(job.uris)
         let options = job.optionList.json
-        let validators = try job.validators.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
+        let validators = try job.validators.map { recorded in
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            return String(decoding: try encoder.encode(recorded), as: UTF8.self)
+        }
         return [job.gid, job.order, uris, job.destination, options, job.state.rawValue, job.priority, job.bytesPerSecond,
                 job.totalLength, job.completedLength, job.sha256, job.errorCode, job.errorMessage, job.addedAt, job.finishedAt,
                 job.hookPending, job.webhookPending, validators]
