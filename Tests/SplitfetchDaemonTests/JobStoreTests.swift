@@ -147,6 +147,20 @@ struct JobStoreTests {
         #expect(again == job)
     }
 
+    @Test("validators written without the encoder read back with the decoder", arguments: [
+        ConditionalRefresh.Recorded(etag: "W/\"x\"", lastModified: "Mon, 02 Nov 2026 10:00:00 GMT", size: 7, modifiedNanoseconds: 1),
+        ConditionalRefresh.Recorded(etag: "\"a\\b/c\u{1}\t\n ünï 🐢\"", lastModified: nil, size: 0, modifiedNanoseconds: -5),
+        ConditionalRefresh.Recorded(etag: nil, lastModified: "x", size: .max, modifiedNanoseconds: .min),
+        ConditionalRefresh.Recorded(etag: nil, lastModified: nil, size: 1, modifiedNanoseconds: 0),
+    ])
+    func validatorsWithoutTheEncoder(recorded: ConditionalRefresh.Recorded) throws {
+        let text = FlatJSON.encode(recorded)
+        #expect(try JSONDecoder().decode(ConditionalRefresh.Recorded.self, from: Data(text.utf8)) == recorded)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        #expect(text == String(decoding: try encoder.encode(recorded), as: UTF8.self))
+    }
+
     @Test func aCopyOfAJobChangesItsOutcomeAlone() {
         let original = sampleJobs()[0]
         var copy = original

@@ -1,3 +1,5 @@
+import DownloadCore
+
 /// A reader of the two JSON shapes the SQLite store writes in a column, an array of strings
 /// and an object of strings, as `JSONEncoder` writes them: no white space, and only the short
 /// escapes (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`). It walks the UTF-8 bytes once; a
@@ -60,9 +62,33 @@ enum FlatJSON {
         return out + "}"
     }
 
+    /// A file's recorded validators as the JSON object `Codable` makes of them (keys sorted, a
+    /// missing validator left out), which `JSONDecoder` reads back. Written once per completed
+    /// job, where `JSONEncoder` was about 3 % of the daemon's CPU over 1,000 downloads.
+    static func encode(_ recorded: ConditionalRefresh.Recorded) -> String {
+        var out = "{"
+        if let etag = recorded.etag {
+            out += "\"etag\":"
+            append(etag, to: &out)
+            out += ","
+        }
+        if let lastModified = recorded.lastModified {
+            out += "\"lastModified\":"
+            append(lastModified, to: &out)
+            out += ","
+        }
+        return out + "\"modifiedNanoseconds\":\(recorded.modifiedNanoseconds),\"size\":\(recorded.size)}"
+    }
+
     /// A JSON string: quotes, backslashes and control characters escaped, the rest as it is.
     private static func append(_ string: String, to out: inout String) {
         out += "\""
+        // Most strings (URLs, file names, GIDs) need no escape: appended whole.
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out += string
+            out += "\""
+            return
+        }
         var plain = string.unicodeScalars.startIndex
         let scalars = string.unicodeScalars
         for index in scalars.indices {

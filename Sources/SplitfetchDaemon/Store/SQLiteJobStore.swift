@@ -100,7 +100,7 @@ public final class SQLiteJobStore: JobStore {
 
     public func save(upserting: [Job], deleting: [String]) async throws {
         guard !upserting.isEmpty || !deleting.isEmpty else { return }
-        let rows = try upserting.map(Self.arguments(of:))
+        let rows = upserting.map(Self.arguments(of:))
         try await pool.write { db in
             // Prepared once per connection (each job is written about three times).
             let upsert = try db.cachedStatement(sql: Self.upsertSQL)
@@ -129,15 +129,11 @@ public final class SQLiteJobStore: JobStore {
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
 
-    private static func arguments(of job: Job) throws -> StatementArguments {
+    private static func arguments(of job: Job) -> StatementArguments {
         // Written three times per job (added, started, ended): without the encoder.
         let uris = FlatJSON.encode(job.uris)
         let options = job.optionList.json
-        let validators = try job.validators.map { recorded in
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
-            return String(decoding: try encoder.encode(recorded), as: UTF8.self)
-        }
+        let validators = job.validators.map(FlatJSON.encode)
         return [job.gid, job.order, uris, job.destination, options, job.state.rawValue, job.priority, job.bytesPerSecond,
                 job.totalLength, job.completedLength, job.sha256, job.errorCode, job.errorMessage, job.addedAt, job.finishedAt,
                 job.hookPending, job.webhookPending, validators]
