@@ -52,7 +52,16 @@ final class StoreWriter: Sendable {
         var running = false
         var idle: [CheckedContinuation<Void, Never>] = []
         var closing = false
+        /// The pause in which changes nobody waits for gather; ended early by a waiter or a close.
+        var gathering: Task<Void, Never>?
     }
+
+    /// How long changes nobody waits for gather before they are written together. Each batch is
+    /// a commit and its sync: a download's start and end each wrote a batch of their own
+    /// (about 2,000 commits for 1,000 small downloads at 8 at a time), where a few milliseconds
+    /// gather several. A kill before the write loses nothing: a restart finds a finished
+    /// download's file in place, and an active one is resumed like a waiting one.
+    static let gatheringTime = Duration.milliseconds(10)
 
     init(store: any JobStore, failed: @escaping @Sendable (any Error) -> Void) {
         self.store = store
@@ -75,7 +84,7 @@ final class StoreWriter: Sendable {
 
     /// Writes these jobs' records soon, without waiting: for changes nobody is answered about
     /// (the queue's own state changes), so that they share transactions instead of each waiting
-    /// for a sync in turn. ``flush()`` waits for them.
+    /// for a sync in turn, gathered for ``gatheringTime`` first. ``flush()`` waits for them.
     func persistSoon(_ gids: [String]) {
         let start = state.withLockedValue { pending -> Bool in
             pending.upserts += gids
@@ -90,6 +99,7 @@ final class StoreWriter: Sendable {
             let start = state.withLockedValue { pending -> Bool in
                 pending.waiting.append(Waiter(id: pending.nextID, upserts: upserts, deletes: deletes, continuation: continuation))
                 pending.nextID += 1
+                pending.gathering?.cancel()
                 defer { pending.running = true }
                 return !pending.running
             }
@@ -121,6 +131,15 @@ final class StoreWriter: Sendable {
         let source = rows.withLockedValue { $0 }
         var backoff = 0.25
         while true {
+            let gathering = state.withLockedValue { pending -> Task<Void, Never>? in
+                guard pending.waiting.isEmpty, !pending.upserts.isEmpty, !pending.closing else { return nil }
+                pending.gathering = Task { try? await Task.sleep(for: Self.gatheringTime) }
+                return pending.gathering
+            }
+            if let gathering {
+                await gathering.value
+                state.withLockedValue { $0.gathering = nil }
+            }
             let batch = state.withLockedValue { pending -> (soon: [String], waiters: [Waiter])? in
                 if pending.waiting.isEmpty && pending.upserts.isEmpty {
                     pending.running = false
@@ -185,7 +204,10 @@ final class StoreWriter: Sendable {
 
     /// Stops retrying failed writes, then waits for the writes under way.
     func close() async {
-        state.withLockedValue { $0.closing = true }
+        state.withLockedValue { pending in
+            pending.closing = true
+            pending.gathering?.cancel()
+        }
         await flush()
     }
 
