@@ -115,6 +115,7 @@ let package = Package(
                 "CShims",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

@@ -3,6 +3,7 @@ import CShims
 import Dispatch
 import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
 import Glibc
 import Logging
 import Splitfetch
@@ -23,6 +24,7 @@ struct DaemonCommand: AsyncParsableCommand {
     /// allocated before would keep an arena of its own (``Serve/tuneAllocator()``).
     static func main() async {
         Serve.tuneAllocator()
+        NIOSingletons.groupLoopCountSuggestion = 1
         await main(nil)
     }
 }
