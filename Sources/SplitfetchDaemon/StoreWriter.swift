@@ -58,10 +58,11 @@ final class StoreWriter: Sendable {
 
     /// How long changes nobody waits for gather before they are written together. Each batch is
     /// a commit and its sync: a download's start and end each wrote a batch of their own
-    /// (about 2,000 commits for 1,000 small downloads at 8 at a time), where a few milliseconds
-    /// gather several. A kill before the write loses nothing: a restart finds a finished
-    /// download's file in place, and an active one is resumed like a waiting one.
-    static let gatheringTime = Duration.milliseconds(10)
+    /// (scenario d, 1,000 downloads 8 at a time: the writer's thread took 0.40 CPU s; 0.17-0.20
+    /// gathering 10 ms; 0.05-0.07 gathering 50 ms). A kill before the write loses nothing: a
+    /// restart finds a finished download's file in place, and an active one is resumed like a
+    /// waiting one.
+    static let gatheringTime = Duration.milliseconds(50)
 
     init(store: any JobStore, failed: @escaping @Sendable (any Error) -> Void) {
         self.store = store
