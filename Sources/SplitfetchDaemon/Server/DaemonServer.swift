@@ -115,8 +115,9 @@ public enum DaemonServer {
         // graceful stop does not wait for a database that is away.
         let services = ServiceGroup(configuration: .init(
             services: [app, StopWatcher { daemon.stopRequested() }], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let loop = EventLoopTaskExecutor(app.eventLoopGroup.any())
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await services.run() }
+            group.addTask { try await withTaskExecutorPreference(loop) { try await services.run() } }
             group.addTask {
                 for await _ in shutdown.stream { return }
             }
@@ -214,5 +215,22 @@ private struct StopWatcher: Service {
     func run() async throws {
         try? await gracefulShutdown()
         stopping()
+    }
+}
+
+/// Runs Swift tasks on a NIO event loop (the server's one): a request is read, handled and
+/// answered on the loop's thread, without a hop to Swift's cooperative pool and back for each
+/// call. Only the server's own tasks prefer it (`withTaskExecutorPreference` is inherited by
+/// child tasks alone); the downloads run on the pool.
+final class EventLoopTaskExecutor: TaskExecutor {
+    let loop: any EventLoop
+
+    init(_ loop: any EventLoop) {
+        self.loop = loop
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
