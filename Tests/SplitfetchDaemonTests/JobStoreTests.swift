@@ -447,7 +447,10 @@ struct JobStoreTests {
                     group.addTask {
                         var mine: [String] = []
                         for _ in 0..<100 {
-                            let jobs = try await store.claim(owner: "worker-\(worker)", count: 7, seconds: 60, holding: mine)
+                            // A lease longer than any run: this is about claims racing, not leases
+                            // ending (a run under ThreadSanitizer on a busy machine once took
+                            // 300 s, and jobs whose 60 s lease had run out were claimed again).
+                            let jobs = try await store.claim(owner: "worker-\(worker)", count: 7, seconds: 3600, holding: mine)
                             if jobs.isEmpty { break }
                             #expect(jobs.allSatisfy { $0.state == .active })
                             mine += jobs.map(\.gid)
