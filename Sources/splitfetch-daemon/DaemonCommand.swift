@@ -24,6 +24,9 @@ struct DaemonCommand: AsyncParsableCommand {
     /// allocated before would keep an arena of its own (``Serve/tuneAllocator()``).
     static func main() async {
         Serve.tuneAllocator()
+        // One event loop for the HTTP server (and a fleet's database client): an RPC call is
+        // light, and a second loop only added a hand-over between threads per call. Set before
+        // anything makes NIO's singleton group.
         NIOSingletons.groupLoopCountSuggestion = 1
         await main(nil)
     }
