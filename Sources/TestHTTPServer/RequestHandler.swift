@@ -61,7 +61,10 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             timing?.record("request \(h.method) \(h.uri)" + (h.headers.first(name: "Range").map { " \($0)" } ?? ""))
             guard latency > .zero else { return respond(context: context, head: h) }
             busy = true  // until the delayed answer starts
+            let waiting = counters.delayed.wrappingAdd(1, ordering: .relaxed).newValue
+            if waiting > counters.peakDelayed.load(ordering: .relaxed) { counters.peakDelayed.store(waiting, ordering: .relaxed) }
             context.eventLoop.assumeIsolated().scheduleTask(in: latency) {
+                self.counters.delayed.wrappingSubtract(1, ordering: .relaxed)
                 self.busy = false
                 self.respond(context: context, head: h)
             }

@@ -95,6 +95,9 @@ public final class TestServer: Sendable {
         public var requests: Int
         /// Body bytes written to sockets, over all responses.
         public var bodyBytes: Int64
+        /// With a latency: the most requests waiting at once for their delayed answer (how many a
+        /// client had on the network together).
+        public var peakDelayedRequests: Int
     }
 
     final class Counters: Sendable {
@@ -115,6 +118,10 @@ public final class TestServer: Sendable {
         let allRequests = NIOLockedValueBox<[String: Int]>([:])
         /// Responses whose body is being sent right now.
         let inflight = Atomic<Int>(0)
+        /// Requests waiting for their delayed answer now (``Configuration/latencyMilliseconds``),
+        /// and the most at once. Changed on the server's one event loop only.
+        let delayed = Atomic<Int>(0)
+        let peakDelayed = Atomic<Int>(0)
         /// Whole-file digests for `digest=` and `addheader=`.
         let digests = DigestCache()
     }
@@ -225,7 +232,8 @@ public final class TestServer: Sendable {
         Statistics(connections: counters.connections.load(ordering: .relaxed),
                    peakConnections: counters.peakOpen.load(ordering: .relaxed),
                    requests: counters.requests.load(ordering: .relaxed),
-                   bodyBytes: counters.bodyBytes.load(ordering: .relaxed))
+                   bodyBytes: counters.bodyBytes.load(ordering: .relaxed),
+                   peakDelayedRequests: counters.peakDelayed.load(ordering: .relaxed))
     }
 
     /// Stops listening, closes connections and ends the event loop.

@@ -87,10 +87,15 @@ public final class Download: Sendable {
         self.init(sources[0], destination: destination, consumer: nil, options: options, session: session)
     }
 
+    /// Its claim on its batch's ``NetworkGate`` (``DownloadQueue``'s batches): given back when its
+    /// network part is over.
+    let ticket: NetworkTicket?
+
     init(_ url: String, destination: FilePath, consumer: (any ByteConsumer)?, options: DownloadOptions, session: Session?,
-         tap: (@Sendable (DownloadEvent) -> Void)? = nil) {
+         tap: (@Sendable (DownloadEvent) -> Void)? = nil, ticket: NetworkTicket? = nil) {
         self.consumer = consumer
         self.tap = tap
+        self.ticket = ticket
         self.session = session
         self.url = url
         self.destination = destination
@@ -129,6 +134,9 @@ public final class Download: Sendable {
             return (state.waiters, state.transport)
         }
         transport?.unassign()
+        // Its permit goes on to the download waiting longest, which is sent to this download's
+        // transport: a connection there was most likely just freed.
+        ticket?.release(freedOn: transport)
         for waiter in waiters { waiter.resume() }
     }
 
@@ -170,7 +178,8 @@ public final class Download: Sendable {
         let transport = chosen
             ?? CurlTransport(maximumConnections: options.connections * (1 + min(options.mirrors.urls.count, options.mirrors.maximum)))
         var setup = DownloadSetup(url: url, destination: destination.string, options: options,
-                            connector: Connector(transport: transport, limiter: session?.limiter, shared: session?.sharedCap),
+                            connector: Connector(transport: transport, limiter: session?.limiter, shared: session?.sharedCap,
+                                                 ticket: ticket),
                             policy: RequestPolicy(url: url, options: options),
                             emit: { [continuation, broadcast, tap] in
                                 tap?($0)

@@ -1,5 +1,6 @@
 import Logging
 import DownloadCore
+import Synchronization
 
 /// Learns a resource's size, validators and range support before the download starts.
 ///
@@ -42,6 +43,7 @@ struct Probe {
             request.totalTimeout = timeout.seconds
             if options.integrity.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
             request.headers += conditions
+            request.conditional = !conditions.isEmpty
             request.http2 = options.http2 != .never  // the probe may be the whole file
             options.logger.debug("probe request", metadata: ["method": "\(method)", "url": "\(redactedURL(current))",
                                                              "range": "\(range.map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? "none")"])
@@ -162,6 +164,7 @@ struct Probe {
             var request = policy.request(current, method: .get, range: range)
             if options.integrity.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
             request.headers += conditions
+            request.conditional = !conditions.isEmpty
             request.http2 = options.http2 != .never  // the probe may be the whole file
             options.logger.debug("probe request", metadata: ["method": "get", "url": "\(redactedURL(current))",
                                                              "range": "\(range.map(Self.rangeText) ?? "none")"])
@@ -176,17 +179,33 @@ struct Probe {
             }
             let connector = self.connector
             let slotRequest = request
+            // The clock starts when libcurl has the request: a wait at the batch's gate is not
+            // the server's slowness either.
+            let timer = Mutex<TimerQueue.Token?>(nil)
+            // The transfer's task, for the timer to cancel (a timer firing before it is known
+            // leaves the cancellation here for it).
+            let handle = Mutex<(task: Task<TransferResult, Never>?, cancel: Bool)>((nil, false))
             let task = Task {
-                let result = await connector.transport.perform(request, sink: sink)
+                let result = await connector.transport.perform(request, sink: sink, ticket: connector.ticket) { [timeout] in
+                    let token = TimerQueue.shared.schedule(after: timeout) {
+                        guard sink.giveUpWaitingForHead() else { return }
+                        handle.withLock { handle in
+                            handle.cancel = true
+                            return handle.task
+                        }?.cancel()
+                    }
+                    timer.withLock { $0 = token }
+                }
                 connector.release(hold, for: slotRequest, result: result)
                 sink.ended()
                 return result
             }
-            let timer = TimerQueue.shared.schedule(after: timeout) {
-                if sink.giveUpWaitingForHead() { task.cancel() }
-            }
+            if handle.withLock({ handle in
+                handle.task = task
+                return handle.cancel
+            }) { task.cancel() }
             let head = await withTaskCancellationHandler { await sink.head() } onCancel: { task.cancel() }
-            TimerQueue.shared.cancel(timer)
+            if let token = timer.withLock({ $0 }) { TimerQueue.shared.cancel(token) }
             if let head, head.status == 200 || head.status == 206, !sink.timedOut {
                 do {
                     return try opened(head, sink: sink, task: task, requested: range ?? ByteRange(0, .max), finalURL: current)

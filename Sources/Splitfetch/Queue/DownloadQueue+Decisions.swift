@@ -102,7 +102,8 @@ extension DownloadQueue {
         record.limit = own
         options.rateLimit = own
         let download = Download(record.url, destination: record.destination, consumer: nil, options: options, session: session,
-                                tap: { [weak self] event in self?.downloadEvent(event, of: id, run: run) })
+                                tap: { [weak self] event in self?.downloadEvent(event, of: id, run: run) },
+                                ticket: gate.map(NetworkTicket.init))
         observe?(id, download)
         record.task = Task { [weak self] in await self?.perform(download, id: id, run: run) }
         state.records[id] = record

@@ -110,6 +110,8 @@ public final class DownloadQueue: Sendable {
     let state: NIOLockedValueBox<State>
     /// Sees each run's ``Download`` before it runs (``Session/download(_:jobs:observe:)``).
     let observe: (@Sendable (ID, Download) -> Void)?
+    /// A batch's: the downloads on the network at once (``init(batchOver:networkActive:)``).
+    let gate: NetworkGate?
 
     /// - Parameters:
     ///   - session: the session to download over; by default one of the queue's own, ended by
@@ -127,6 +129,26 @@ public final class DownloadQueue: Sendable {
         limit = RateLimit(unlimitedWithin: nil)
         if let bytesPerSecond { limit.setBytesPerSecond(max(1, bytesPerSecond)) }
         state = NIOLockedValueBox(State(schedule: QueueSchedule(maximumActive: maximumActive)))
+        gate = nil
+    }
+
+    /// A batch's queue: `networkActive` downloads on the network at once, and as many more
+    /// started ahead, their local checks done and their first request ready at a
+    /// ``NetworkGate``, so that a download whose network part ends hands its place straight to
+    /// a ready one. The CLI's `-i` runs its list so. The ones ahead count as active (``maximumActive``
+    /// is twice `networkActive`); a changed maximum does not change the gate.
+    ///
+    /// Over a session with a per-host cap there is no gate (a plain queue of `networkActive`): a
+    /// download ready at the gate would hold a slot of its host that a running one could use.
+    package init(batchOver session: Session, networkActive: Int) {
+        let permits = max(1, networkActive)
+        let gated = session.limiter == nil
+        observe = nil
+        self.session = session
+        ownsSession = false
+        limit = RateLimit(unlimitedWithin: nil)
+        state = NIOLockedValueBox(State(schedule: QueueSchedule(maximumActive: gated ? 2 * permits : permits)))
+        gate = gated ? NetworkGate(permits: permits) : nil
     }
 
     // MARK: - Adding and changing downloads

@@ -8,11 +8,14 @@ struct Connector: Sendable {
     let shared: (any SharedHostCap)?
     /// This download's number in the limiter: its slots are counted together.
     let download: Int
+    /// Its claim on its batch's ``NetworkGate``: its first transfer waits there for a permit.
+    let ticket: NetworkTicket?
 
-    init(transport: CurlTransport, limiter: HostLimiter? = nil, shared: (any SharedHostCap)? = nil) {
+    init(transport: CurlTransport, limiter: HostLimiter? = nil, shared: (any SharedHostCap)? = nil, ticket: NetworkTicket? = nil) {
         self.transport = transport
         self.limiter = limiter
         self.shared = shared
+        self.ticket = ticket
         download = limiter?.newDownload() ?? 0
     }
 
@@ -66,7 +69,7 @@ struct Connector: Sendable {
     /// one when the task was cancelled while waiting.
     func perform(_ request: TransferRequest, sink: (any TransferSink)?, waiting: (Bool) -> Void = { _ in }) async -> TransferResult {
         guard let hold = await hold(for: request, waiting: waiting) else { return TransferResult(cancelled: true) }
-        let result = await transport.perform(request, sink: sink)
+        let result = await transport.perform(request, sink: sink, ticket: ticket)
         release(hold, for: request, result: result)
         return result
     }

@@ -9,7 +9,9 @@ import Glibc
 ///
 /// `@unchecked Sendable`: the creating task sets `continuation` before posting the transfer;
 /// from then on every mutable field is read and written only on the transport thread. The one
-/// field other threads touch, `cancelRequested`, is atomic.
+/// field other threads touch, `cancelRequested`, is atomic. A transfer waiting at a
+/// ``NetworkGate`` is on no transport thread yet: it goes to one, or is withdrawn and ended by
+/// the cancelling task, never both (the gate decides under its lock).
 final class CurlTransfer: @unchecked Sendable {
     /// Longest header block accepted, in bytes; a larger one aborts the transfer.
     static let maximumHeaderBytes = 64 * 1024
@@ -22,8 +24,15 @@ final class CurlTransfer: @unchecked Sendable {
     let cancelRequested = Atomic<Bool>(false)
 
     var continuation: CheckedContinuation<TransferResult, Never>?
-    /// Asks the transport thread to go on with a paused transfer; set by the transport before
-    /// the transfer starts.
+    /// Its download's claim on a batch's ``NetworkGate``; set before the transfer is posted.
+    var ticket: NetworkTicket?
+    /// The transport a ``NetworkGate`` handed it to, when not the one asked (set under the
+    /// gate's lock, before the hand-off); `nil`: the one asked.
+    var owner: CurlTransport?
+    /// Called on the transport thread once libcurl has the transfer; set before it is posted.
+    var started: (@Sendable () -> Void)?
+    /// Asks the transport thread to go on with a paused transfer; set by the transport thread
+    /// that starts the transfer, before libcurl has it.
     var resume: (@Sendable () -> Void)?
     /// When the transport thread resumes this paused transfer itself (a rate limit's wait);
     /// `nil` when it is not paused so. Only the transport thread reads and writes it.

@@ -51,7 +51,9 @@ final class CurlTransport: Sendable {
     }
 
     private let inbox = NIOLockedValueBox(Inbox())
-    private let nextID = Atomic<UInt64>(1)
+    /// Transfers' numbers, unique in the process: a transfer that waited at a ``NetworkGate``
+    /// may run on another transport than the one asked.
+    private static let nextID = Atomic<UInt64>(1)
     private let underWay = Atomic<Int>(0)
 
     /// Transfers asked for and not yet returned (for choosing the least busy transport).
@@ -105,23 +107,43 @@ final class CurlTransport: Sendable {
     ///
     /// Cancelling the calling task removes the transfer promptly and returns a result with
     /// `cancelled` set.
-    func perform(_ request: TransferRequest, sink: (any TransferSink)?) async -> TransferResult {
+    ///
+    /// - Parameters:
+    ///   - ticket: the download's claim on its batch's ``NetworkGate``: its first transfer waits
+    ///     there for a permit (ready, not on this transport) until another download's network
+    ///     part ends.
+    ///   - started: called on the transport thread when the transfer is handed to libcurl (after
+    ///     any wait at the gate): a caller's own timer starts there.
+    func perform(_ request: TransferRequest, sink: (any TransferSink)?, ticket: NetworkTicket? = nil,
+                 started: (@Sendable () -> Void)? = nil) async -> TransferResult {
         var request = request
         if closesConnections { request.closesConnection = true }
-        let transfer = CurlTransfer(id: nextID.wrappingAdd(1, ordering: .relaxed).oldValue, request: request, sink: sink)
-        transfer.resume = { [weak self, id = transfer.id] in self?.post(.resume(id)) }
+        let transfer = CurlTransfer(id: Self.nextID.wrappingAdd(1, ordering: .relaxed).oldValue, request: request, sink: sink)
+        transfer.ticket = ticket
+        transfer.started = started
         underWay.wrappingAdd(1, ordering: .relaxed)
         defer { underWay.wrappingSubtract(1, ordering: .relaxed) }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 transfer.continuation = continuation
+                if let ticket, !ticket.gate.admit(transfer, ticket: ticket, on: self) { return }
                 post(.add(transfer))
             }
         } onCancel: {
             transfer.cancelRequested.store(true, ordering: .releasing)
-            post(.cancel(transfer))
+            // Still at the gate: it never reached a transport, and ends here.
+            if let ticket, ticket.gate.withdraw(transfer) {
+                transfer.finish(cancelled: true)
+                return
+            }
+            // The gate may have handed it to another transport (the gate's lock, taken above,
+            // orders its `owner` before this read).
+            (transfer.owner ?? self).post(.cancel(transfer))
         }
     }
+
+    /// Hands a transfer that waited at a ``NetworkGate`` to the transport thread.
+    func enqueue(_ transfer: CurlTransfer) { post(.add(transfer)) }
 
     /// Ends the transport thread and waits for it: transfers still running end as cancelled, and
     /// when this returns no thread of the transport is inside libcurl.
@@ -321,6 +343,7 @@ final class CurlTransport: Sendable {
                 transfer.finish(cancelled: true)
                 return
             }
+            transfer.resume = { [weak transport, id = transfer.id] in transport?.post(.resume(id)) }
             let easy = pool.popLast() ?? curl_easy_init()
             guard let easy else {
                 transfer.result.curlCode = Int32(CURLE_OUT_OF_MEMORY.rawValue)
@@ -344,6 +367,7 @@ final class CurlTransport: Sendable {
                 return
             }
             active[transfer.id] = transfer
+            transfer.started?()
         }
 
         private func cancel(_ transfer: CurlTransfer, multi: UnsafeMutableRawPointer) {
@@ -366,6 +390,13 @@ final class CurlTransport: Sendable {
             transfer.release(easy)
             curl_easy_reset(easy)
             pool.append(easy)
+            // A conditional request answered 304: its download needs the network no more. Its
+            // permit passes on here, and a request waiting for this transport starts on the
+            // connection just freed, before this answer reaches the pool.
+            if let ticket = transfer.ticket, transfer.request.conditional, transfer.result.curlCode == 0,
+               transfer.result.head?.status == 304 {
+                ticket.release(freedOn: transport) { [self] waiting in start(waiting, multi: multi) }
+            }
             transfer.finish(cancelled: false)
         }
     }

@@ -37,6 +37,8 @@ package struct TransferRequest: Sendable {
     var mayMultiplex: Bool {
         http2 && url.utf8.count > 8 && url.prefix(8).lowercased() == "https://"
     }
+    /// Sent with a conditional refresh's conditions: a `304` ends its download's network part.
+    var conditional = false
     /// Close the connection when the transfer ends rather than keep it for reuse (a session
     /// with a ``SharedHostCap``).
     var closesConnection = false

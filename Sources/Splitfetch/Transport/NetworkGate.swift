@@ -1,0 +1,137 @@
+import NIOConcurrencyHelpers
+
+/// At most `permits` downloads of a batch on the network at once, while others wait ready: their
+/// local checks done and their first request made, parked here rather than on a transport.
+///
+/// A download holds its permit (through its ``NetworkTicket``) from its first transfer until its
+/// network part is over. When that ends on the transport thread (a conditional request answered
+/// `304`: the file is unchanged), the permit passes to the first download waiting there and then,
+/// and its request is started by the same thread, on the connection just freed. Without the
+/// gate the next file's request came after a chain of thread hand-offs (the answer to the pool,
+/// the queue's next start, the local checks on an I/O thread, back to the transport thread): on
+/// two cores shared with the server, 1.3 ms at the median and 2.4 on average per file, paid once
+/// per round trip by a list of many small files.
+///
+/// The request that goes first is the one waiting longest, started by the transport thread whose
+/// connection was just freed, whichever transport its download was given: so that connection is
+/// the one reused, and no new one is opened elsewhere. (Given back on the pool, when a download's
+/// network part ends there, the permit sends the request to that download's transport.)
+///
+/// Thread safety: any thread; the state, the tickets' stages included, is under one lock.
+final class NetworkGate: Sendable {
+    struct Waiter {
+        let ticket: NetworkTicket
+        let transfer: CurlTransfer
+        let transport: CurlTransport
+    }
+
+    struct State {
+        var free: Int
+        var waiting: [Waiter] = []
+    }
+
+    let state: NIOLockedValueBox<State>
+
+    init(permits: Int) {
+        state = NIOLockedValueBox(State(free: max(1, permits)))
+    }
+
+    /// Permits not held.
+    var free: Int { state.withLockedValue { $0.free } }
+
+    /// Requests waiting for a permit.
+    var waiting: Int { state.withLockedValue { $0.waiting.count } }
+
+    /// Whether `transfer` (of the download holding `ticket`) may go to `transport` now; if not,
+    /// it waits here and is handed to its transport when its download gets a permit. A transfer
+    /// already asked to cancel goes at once (its transport ends it).
+    func admit(_ transfer: CurlTransfer, ticket: NetworkTicket, on transport: CurlTransport) -> Bool {
+        state.withLockedValue { state in
+            if transfer.cancelRequested.load(ordering: .acquiring) { return true }
+            switch ticket.stage {
+            case .holding, .released:
+                return true
+            case .none where state.free > 0:
+                state.free -= 1
+                ticket.stage = .holding
+                return true
+            case .none, .waiting:
+                ticket.stage = .waiting
+                state.waiting.append(Waiter(ticket: ticket, transfer: transfer, transport: transport))
+                return false
+            }
+        }
+    }
+
+    /// Takes a waiting transfer out (its task was cancelled); `false` when it is not waiting
+    /// (it went to its transport, which ends it).
+    func withdraw(_ transfer: CurlTransfer) -> Bool {
+        state.withLockedValue { state in
+            guard let index = state.waiting.firstIndex(where: { $0.transfer === transfer }) else { return false }
+            let ticket = state.waiting.remove(at: index).ticket
+            if !state.waiting.contains(where: { $0.ticket === ticket }) { ticket.stage = .none }
+            return true
+        }
+    }
+
+    /// Under the lock: gives up `ticket`'s permit, if it holds one, to the download waiting
+    /// longest; returns the transfers that may now start, each with its transport: `freedOn`
+    /// when given (the thread giving the permit back starts them), else its own.
+    func release(_ ticket: NetworkTicket, freedOn: CurlTransport?, _ state: inout State) -> [(CurlTransfer, CurlTransport)] {
+        let held = ticket.stage
+        ticket.stage = .released
+        let next: NetworkTicket
+        switch held {
+        case .released, .none:
+            return []
+        case .waiting:
+            // Its download ended while a transfer of it waited: they go, and end at once.
+            next = ticket
+        case .holding:
+            guard let first = state.waiting.first?.ticket else {
+                state.free += 1
+                return []
+            }
+            next = first
+            next.stage = .holding
+        }
+        var go: [(CurlTransfer, CurlTransport)] = []
+        state.waiting.removeAll { waiter in
+            guard waiter.ticket === next else { return false }
+            let transport = freedOn ?? waiter.transport
+            if transport !== waiter.transport { waiter.transfer.owner = transport }
+            go.append((waiter.transfer, transport))
+            return true
+        }
+        return go
+    }
+}
+
+/// One download's claim on a ``NetworkGate``: none yet, a transfer waiting, a permit held, or
+/// given back for good (later transfers of the download pass freely).
+///
+/// `@unchecked Sendable`: `stage` is read and written only under the gate's lock.
+final class NetworkTicket: @unchecked Sendable {
+    enum Stage { case none, waiting, holding, released }
+
+    let gate: NetworkGate
+    var stage = Stage.none
+
+    init(gate: NetworkGate) {
+        self.gate = gate
+    }
+
+    /// Gives the permit back (once; later calls do nothing) and hands it on: the transfers that
+    /// may start go to `freedOn` (the transport where a connection was freed; without one, each to
+    /// its own), started there by `startHere` when the caller is that transport's thread.
+    func release(freedOn: CurlTransport? = nil, startHere: ((CurlTransfer) -> Void)? = nil) {
+        let go = gate.state.withLockedValue { gate.release(self, freedOn: freedOn, &$0) }
+        for (transfer, transport) in go {
+            if let startHere, transport === freedOn {
+                startHere(transfer)
+            } else {
+                transport.enqueue(transfer)
+            }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+import NIOConcurrencyHelpers
+@testable import Splitfetch
+import SystemPackage
+import TestHTTPServer
+import Testing
+
+/// A batch's network gate: at most its permits on the network, the longest waiting next, the
+/// freed transport preferred; and a batch through it, end to end.
+@Suite("Network gate")
+struct NetworkGateTests {
+    /// Transports that never start a thread here: no transfer is posted to them.
+    static let a = CurlTransport(maximumConnections: 1)
+    static let b = CurlTransport(maximumConnections: 1)
+
+    static func transfer(_ id: UInt64) -> CurlTransfer {
+        CurlTransfer(id: id, request: TransferRequest(url: "http://127.0.0.1:1/\(id)", options: DownloadOptions()), sink: nil)
+    }
+
+    /// Releases `ticket` as the transport thread of `freedOn` would, and returns the transfers
+    /// that thread starts (the rest would have gone to other transports: none here).
+    static func release(_ ticket: NetworkTicket, freedOn: CurlTransport) -> [UInt64] {
+        let started = NIOLockedValueBox<[UInt64]>([])
+        ticket.release(freedOn: freedOn) { transfer in started.withLockedValue { $0.append(transfer.id) } }
+        return started.withLockedValue { $0 }
+    }
+
+    @Test func permitsAreHeldUntilReleasedAndPassToTheLongestWaiting() {
+        let gate = NetworkGate(permits: 2)
+        let tickets = (0..<4).map { _ in NetworkTicket(gate: gate) }
+        let transfers = (0..<4).map { Self.transfer(UInt64($0)) }
+        #expect(gate.admit(transfers[0], ticket: tickets[0], on: Self.a))
+        #expect(gate.admit(transfers[1], ticket: tickets[1], on: Self.b))
+        #expect(!gate.admit(transfers[2], ticket: tickets[2], on: Self.b), "no permit left: it waits")
+        #expect(!gate.admit(transfers[3], ticket: tickets[3], on: Self.a))
+        #expect(gate.free == 0 && gate.waiting == 2)
+
+        // Freed on `a`: the longest waiting (on `b`) starts there, on the connection just freed.
+        #expect(Self.release(tickets[0], freedOn: Self.a) == [2])
+        #expect(transfers[2].owner === Self.a, "the transport it went to is known, for a cancel")
+        #expect(gate.waiting == 1 && gate.free == 0)
+
+        // A download holding a permit sends its other transfers freely.
+        #expect(gate.admit(Self.transfer(20), ticket: tickets[2], on: Self.b))
+        // Given back twice, a permit counts once.
+        #expect(Self.release(tickets[0], freedOn: Self.a).isEmpty)
+        #expect(Self.release(tickets[1], freedOn: Self.a) == [3])
+        #expect(transfers[3].owner == nil, "started on its own transport")
+        #expect(Self.release(tickets[2], freedOn: Self.a).isEmpty)
+        #expect(gate.free == 1)
+        #expect(Self.release(tickets[3], freedOn: Self.b).isEmpty)
+        #expect(gate.free == 2 && gate.waiting == 0)
+        // A ticket given back before it was used never waits.
+        #expect(gate.admit(Self.transfer(30), ticket: tickets[3], on: Self.a))
+        #expect(gate.free == 2)
+    }
+
+    @Test func aWithdrawnTransferIsNeverStarted() {
+        let gate = NetworkGate(permits: 1)
+        let (holder, first, second) = (NetworkTicket(gate: gate), NetworkTicket(gate: gate), NetworkTicket(gate: gate))
+        let withdrawn = Self.transfer(1)
+        #expect(gate.admit(Self.transfer(0), ticket: holder, on: Self.a))
+        #expect(!gate.admit(withdrawn, ticket: first, on: Self.a))
+        #expect(!gate.admit(Self.transfer(2), ticket: second, on: Self.a))
+        #expect(gate.withdraw(withdrawn))
+        #expect(!gate.withdraw(withdrawn), "once")
+        #expect(Self.release(holder, freedOn: Self.a) == [2])
+        // The withdrawn one's download asks again later, and waits its turn again.
+        #expect(!gate.admit(Self.transfer(3), ticket: first, on: Self.a))
+        #expect(Self.release(second, freedOn: Self.a) == [3])
+    }
+
+    @Test func aDownloadEndingWhileItWaitsTakesNoPermit() {
+        let gate = NetworkGate(permits: 1)
+        let (holder, waiting) = (NetworkTicket(gate: gate), NetworkTicket(gate: gate))
+        #expect(gate.admit(Self.transfer(0), ticket: holder, on: Self.a))
+        #expect(!gate.admit(Self.transfer(1), ticket: waiting, on: Self.a))
+        // Its transfers go (to be ended by their transport), and the permit stays held.
+        #expect(Self.release(waiting, freedOn: Self.a) == [1])
+        #expect(gate.free == 0 && gate.waiting == 0)
+        #expect(Self.release(holder, freedOn: Self.a).isEmpty)
+        #expect(gate.free == 1)
+    }
+
+    @Test func aCancelledTransferPassesTheGate() {
+        let gate = NetworkGate(permits: 1)
+        #expect(gate.admit(Self.transfer(0), ticket: NetworkTicket(gate: gate), on: Self.a))
+        let cancelled = Self.transfer(1)
+        cancelled.cancelRequested.store(true, ordering: .releasing)
+        #expect(gate.admit(cancelled, ticket: NetworkTicket(gate: gate), on: Self.a), "its transport ends it at once")
+        #expect(gate.waiting == 0)
+    }
+
+    /// A batch of 24 unchanged files, 3 on the network at once, through a server answering after
+    /// 30 ms: never more than 3 requests at the server together, one request per file, each file
+    /// unchanged and whole.
+    @Test func aBatchRefreshKeepsToItsPermits() async throws {
+        try await withServer(.init(latencyMilliseconds: 30)) { server in
+            try await withTemporaryDirectory { dir in
+                let urls = (0..<24).map { server.url(size: 10_000 + Int64($0) * 977, name: "f\($0).bin", seed: UInt64($0)) }
+                var options = testOptions(connections: 1)
+                options.refresh = true
+                for (index, url) in urls.enumerated() {
+                    _ = try await Download(url, to: FilePath("\(dir)/f\(index).bin"), options: options).run()
+                }
+                let before = server.statistics.requests
+                let session = Session()
+                let queue = DownloadQueue(batchOver: session, networkActive: 3)
+                let events = queue.subscribe()
+                let unchanged = Task {
+                    var count = 0
+                    for await event in events where event.event?.statistics?.unchanged == true { count += 1 }
+                    return count
+                }
+                for (index, url) in urls.enumerated() {
+                    try queue.add(url, to: FilePath("\(dir)/f\(index).bin"), options: options, id: String(index))
+                }
+                await queue.finish()
+                await session.shutdown()
+                #expect(await unchanged.value == 24)
+                #expect(server.statistics.requests - before == 24)
+                #expect(server.statistics.peakDelayedRequests <= 3, "at most the permits on the network at once")
+                for (index, url) in urls.enumerated() {
+                    _ = url
+                    let size = 10_000 + Int64(index) * 977
+                    #expect(try sha256HexOfFile(atPath: "\(dir)/f\(index).bin") == SyntheticContent(size: size, seed: UInt64(index)).sha256Hex())
+                }
+            }
+        }
+    }
+
+    /// Under a per-host cap a batch has no gate: a download parked at it would hold a slot of
+    /// its host, and with every slot so held the downloads holding the permits could not get one
+    /// for their ranges (24 files, `-j 8 -n 8 -x 8`, stopped for good).
+    @Test func aBatchUnderAPerHostCapHasNoGate() async {
+        let capped = Session(maximumConnectionsPerHost: 8)
+        let batch = DownloadQueue(batchOver: capped, networkActive: 8)
+        #expect(batch.gate == nil && batch.maximumActive == 8)
+        let free = Session()
+        let gated = DownloadQueue(batchOver: free, networkActive: 8)
+        #expect(gated.gate != nil && gated.maximumActive == 16)
+        await capped.shutdown()
+        await free.shutdown()
+    }
+
+    /// A batch shut down while files wait at its gate ends at once: the waiting transfers are
+    /// withdrawn, nothing is left under a final name, and the one under way keeps its data.
+    @Test(.timeLimit(.minutes(1))) func aBatchShutDownWhileFilesWaitEnds() async throws {
+        try await withServer(.init(rateLimit: 256 << 10)) { server in
+            try await withTemporaryDirectory { dir in
+                let session = Session()
+                let queue = DownloadQueue(batchOver: session, networkActive: 1)
+                let options = testOptions(connections: 1)
+                for index in 0..<3 {
+                    try queue.add(server.url(size: 8 << 20, name: "big\(index).bin", seed: UInt64(index)),
+                                  to: FilePath("\(dir)/big\(index).bin"), options: options, id: String(index))
+                }
+                // Until a first download has bytes on disk: the others wait at the gate by then.
+                for _ in 0..<2_000 where !(queue.snapshots().contains { ($0.progress?.bytesWritten ?? 0) > 0 }) {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                #expect(queue.gate!.waiting >= 1, "a file was ready and waiting")
+                await queue.shutdown()
+                await session.shutdown()
+                #expect(queue.snapshots().allSatisfy { $0.state != .complete })
+                for index in 0..<3 { #expect(!fileExists("\(dir)/big\(index).bin")) }
+                #expect(server.statistics.requests <= 2, "only the first download's requests reached the server")
+            }
+        }
+    }
+}
