@@ -90,6 +90,35 @@ struct NetworkGateTests {
         #expect(gate.waiting == 0)
     }
 
+    /// Which ended transfers give their permit back on the transport thread: a `304` to a
+    /// conditional request, and a GET-first probe that brought the whole file; nothing cut,
+    /// failed or partial.
+    @Test(arguments: [
+        (conditional: true, whole: false, status: 304, range: nil, code: 0, ends: true),
+        (conditional: false, whole: false, status: 304, range: nil, code: 0, ends: false),
+        (conditional: true, whole: false, status: 304, range: nil, code: 28, ends: false),
+        (conditional: false, whole: true, status: 200, range: nil, code: 0, ends: true),
+        (conditional: false, whole: true, status: 200, range: nil, code: 18, ends: false),
+        (conditional: false, whole: false, status: 200, range: nil, code: 0, ends: false),
+        (conditional: false, whole: true, status: 206, range: "bytes 0-65535/65536", code: 0, ends: true),
+        (conditional: false, whole: true, status: 206, range: "bytes 0-1048575/4194304", code: 0, ends: false),
+        (conditional: false, whole: true, status: 206, range: "bytes 0-65535/*", code: 0, ends: false),
+        (conditional: false, whole: true, status: 404, range: nil, code: 0, ends: false),
+        (conditional: true, whole: true, status: 301, range: nil, code: 0, ends: false),
+    ] as [(conditional: Bool, whole: Bool, status: Int, range: String?, code: Int32, ends: Bool)])
+    func whichAnswersEndADownload(_ c: (conditional: Bool, whole: Bool, status: Int, range: String?, code: Int32, ends: Bool)) {
+        var request = TransferRequest(url: "http://127.0.0.1:1/f", options: DownloadOptions())
+        request.conditional = c.conditional
+        request.wholeBodyEndsDownload = c.whole
+        let transfer = CurlTransfer(id: 1, request: request, sink: nil)
+        var head = ResponseHead()
+        head.status = c.status
+        if let range = c.range { head.fields = [("content-range", range)] }
+        transfer.result.head = head
+        transfer.result.curlCode = c.code
+        #expect(transfer.endsItsDownload == c.ends)
+    }
+
     /// A batch of 24 unchanged files, 3 on the network at once, through a server answering after
     /// 30 ms: never more than 3 requests at the server together, one request per file, each file
     /// unchanged and whole.

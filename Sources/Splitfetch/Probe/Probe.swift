@@ -165,6 +165,7 @@ struct Probe {
             if options.integrity.useServerDigests { request.headers.append(DigestFields.wantReprDigest) }
             request.headers += conditions
             request.conditional = !conditions.isEmpty
+            request.wholeBodyEndsDownload = true
             request.http2 = options.http2 != .never  // the probe may be the whole file
             options.logger.debug("probe request", metadata: ["method": "get", "url": "\(redactedURL(current))",
                                                              "range": "\(range.map(Self.rangeText) ?? "none")"])

@@ -252,6 +252,25 @@ final class CurlTransfer: @unchecked Sendable {
         }
     }
 
+    /// Whether this ended transfer leaves its download nothing to fetch: a conditional request
+    /// answered `304`, or a GET-first probe that brought the whole file. (A download that then
+    /// asks again all the same, to retry, does so without a permit of its batch's gate.)
+    var endsItsDownload: Bool {
+        guard result.curlCode == 0, !result.stoppedBySink, !result.cancelled, let head = result.head else { return false }
+        if request.conditional && head.status == 304 { return true }
+        guard request.wholeBodyEndsDownload, request.method == .get else { return false }
+        switch head.status {
+        case 200:
+            return true
+        case 206:
+            let values = head.all("content-range")
+            guard values.count == 1, case .range(let got, let total?)? = HTTPFields.contentRange(values[0]) else { return false }
+            return got.lowerBound == 0 && got.upperBound == total
+        default:
+            return false
+        }
+    }
+
     /// Detaches the easy handle from this transfer.
     func release(_ easy: UnsafeMutableRawPointer) {
         if let headerList {

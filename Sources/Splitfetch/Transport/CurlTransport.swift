@@ -390,11 +390,10 @@ final class CurlTransport: Sendable {
             transfer.release(easy)
             curl_easy_reset(easy)
             pool.append(easy)
-            // A conditional request answered 304: its download needs the network no more. Its
-            // permit passes on here, and a request waiting for this transport starts on the
-            // connection just freed, before this answer reaches the pool.
-            if let ticket = transfer.ticket, transfer.request.conditional, transfer.result.curlCode == 0,
-               transfer.result.head?.status == 304 {
+            // Its download needs the network no more (``CurlTransfer/endsItsDownload``): its permit
+            // passes on here, and a request waiting at the batch's gate starts on the connection
+            // just freed, before this answer reaches the pool.
+            if let ticket = transfer.ticket, transfer.endsItsDownload {
                 ticket.release(freedOn: transport) { [self] waiting in start(waiting, multi: multi) }
             }
             transfer.finish(cancelled: false)

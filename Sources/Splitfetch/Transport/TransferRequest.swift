@@ -39,6 +39,9 @@ package struct TransferRequest: Sendable {
     }
     /// Sent with a conditional refresh's conditions: a `304` ends its download's network part.
     var conditional = false
+    /// A GET-first probe: an answer that brings the whole file (a `200`, or a `206` from byte 0
+    /// to the end) ends its download's network part.
+    var wholeBodyEndsDownload = false
     /// Close the connection when the transfer ends rather than keep it for reuse (a session
     /// with a ``SharedHostCap``).
     var closesConnection = false
