@@ -157,6 +157,35 @@ struct NetworkGateTests {
         }
     }
 
+    /// A file's time limit counts from when it got its permit: the wait at the gate, behind a
+    /// file that takes longer than that limit (1 MiB at 256 KiB/s: 4 s), is not the file's own
+    /// time.
+    @Test func aTimeLimitDoesNotCountTheWaitAtTheGate() async throws {
+        try await withServer(.init(rateLimit: 256 << 10)) { server in
+            try await withTemporaryDirectory { dir in
+                let session = Session()
+                let queue = DownloadQueue(batchOver: session, networkActive: 1)
+                var limited = testOptions(connections: 1)
+                limited.maximumTime = .seconds(2)
+                try queue.add(server.url(size: 1 << 20, name: "slow.bin"), to: FilePath("\(dir)/slow.bin"),
+                              options: testOptions(connections: 1), id: "slow")
+                // The slow file holds the permit (its bytes arrive) before the quick one asks.
+                for _ in 0..<2_000 where (queue.snapshot("slow")?.progress?.bytesWritten ?? 0) == 0 {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                try queue.add(server.url(size: 64 << 10, name: "quick.bin", seed: 7), to: FilePath("\(dir)/quick.bin"),
+                              options: limited, id: "quick")
+                await queue.finish()
+                await session.shutdown()
+                let quick = queue.snapshot("quick")
+                #expect(quick?.state == .complete, "\(quick?.error?.message ?? "")")
+                #expect((quick?.statistics?.seconds ?? .infinity) < 2, "its duration leaves out the wait")
+                #expect(queue.snapshot("slow")?.state == .complete)
+                #expect(try sha256HexOfFile(atPath: "\(dir)/quick.bin") == SyntheticContent(size: 64 << 10, seed: 7).sha256Hex())
+            }
+        }
+    }
+
     /// Under a per-host cap a batch has no gate: a download parked at it would hold a slot of
     /// its host, and with every slot so held the downloads holding the permits could not get one
     /// for their ranges (24 files, `-j 8 -n 8 -x 8`, stopped for good).

@@ -52,7 +52,7 @@ struct DownloadSetup: Sendable {
         var phase = ProbePhase(request: getFirst ? .getFirst : .head, retry: retryPolicy, probeTimeout: options.timeouts.probe.seconds,
                                deadline: options.maximumTime?.seconds, seed: UInt64.random(in: .min ... .max))
         let first = ByteRange(0, options.connections == 1 ? Int64.max : options.minimumSegmentSize)
-        func now() -> Double { (ContinuousClock.now - start).seconds }
+        func now() -> Double { (ContinuousClock.now - begun(start)).seconds }
         var step = phase.next(now: now())
         var lastError: DownloadError?
         while true {
@@ -87,6 +87,13 @@ struct DownloadSetup: Sendable {
                 throw DownloadError(.timedOut, "\(redactedURL(url)): the time limit of \(limit) s passed while probing\(detail)")
             }
         }
+    }
+
+    /// When the download began: `start`, less any wait at its batch's gate for a permit
+    /// (``NetworkTicket/waited``), which its time limit, duration and speed do not count.
+    func begun(_ start: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        guard let ticket = connector.ticket else { return start }
+        return start + ticket.waited
     }
 
     var retryPolicy: RetryPolicy {
@@ -176,7 +183,7 @@ struct DownloadSetup: Sendable {
                 // starts its next download now.
                 transferred()
                 return statistics(resource: resource, mode: .single, size: recorded.size, counters: [], splits: 0, resumed: 0,
-                                  since: start, unchanged: true, validators: recorded)
+                                  since: begun(start), unchanged: true, validators: recorded)
             }
         }
         let mirrors = self.mirrors(of: resource)
@@ -195,7 +202,7 @@ struct DownloadSetup: Sendable {
         }
         handedOver = true
         return try await DownloadDriver(setup: self, partial: partial, io: io, machine: machine, resource: resource,
-                                        existing: existing, open: open, since: start, mirrors: mirrors).run()
+                                        existing: existing, open: open, since: begun(start), mirrors: mirrors).run()
     }
 
     /// A download read in order: probe, then the driver with a window and no checkpoints (a
@@ -209,7 +216,7 @@ struct DownloadSetup: Sendable {
         configuration.quickCheckpointInterval = 0
         configuration.durableCheckpointInterval = 0
         return try await DownloadDriver(setup: self, partial: partial, io: IOQueue(), machine: DownloadMachine(configuration: configuration),
-                                        resource: resource, existing: nil, open: open, since: start, mirrors: mirrors).run()
+                                        resource: resource, existing: nil, open: open, since: begun(start), mirrors: mirrors).run()
     }
 
     /// The mirrors of this download: those given, then those the server announced, each once,

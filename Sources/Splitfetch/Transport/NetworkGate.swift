@@ -56,6 +56,7 @@ final class NetworkGate: Sendable {
                 ticket.stage = .holding
                 return true
             case .none, .waiting:
+                if ticket.stage == .none { ticket.waitingSince = .now }
                 ticket.stage = .waiting
                 state.waiting.append(Waiter(ticket: ticket, transfer: transfer, transport: transport))
                 return false
@@ -69,7 +70,11 @@ final class NetworkGate: Sendable {
         state.withLockedValue { state in
             guard let index = state.waiting.firstIndex(where: { $0.transfer === transfer }) else { return false }
             let ticket = state.waiting.remove(at: index).ticket
-            if !state.waiting.contains(where: { $0.ticket === ticket }) { ticket.stage = .none }
+            if !state.waiting.contains(where: { $0.ticket === ticket }) {
+                ticket.stage = .none
+                if let since = ticket.waitingSince { ticket.waitedTotal += .now - since }
+                ticket.waitingSince = nil
+            }
             return true
         }
     }
@@ -94,6 +99,8 @@ final class NetworkGate: Sendable {
             }
             next = first
             next.stage = .holding
+            if let since = next.waitingSince { next.waitedTotal += .now - since }
+            next.waitingSince = nil
         }
         var go: [(CurlTransfer, CurlTransport)] = []
         state.waiting.removeAll { waiter in
@@ -110,16 +117,26 @@ final class NetworkGate: Sendable {
 /// One download's claim on a ``NetworkGate``: none yet, a transfer waiting, a permit held, or
 /// given back for good (later transfers of the download pass freely).
 ///
-/// `@unchecked Sendable`: `stage` is read and written only under the gate's lock.
+/// `@unchecked Sendable`: `stage`, `waitingSince` and `waitedTotal` are read and written only
+/// under the gate's lock.
 final class NetworkTicket: @unchecked Sendable {
     enum Stage { case none, waiting, holding, released }
 
     let gate: NetworkGate
     var stage = Stage.none
+    /// Since when a transfer of it waits at the gate; `nil` when none does.
+    var waitingSince: ContinuousClock.Instant?
+    /// How long its transfers waited at the gate, in all.
+    var waitedTotal: Duration = .zero
 
     init(gate: NetworkGate) {
         self.gate = gate
     }
+
+    /// How long the download waited at the gate for its permit: not part of its time (its time
+    /// limit, its duration and speed count from its start less this wait, as a download waiting
+    /// for a queue's slot had not begun).
+    var waited: Duration { gate.state.withLockedValue { _ in waitedTotal } }
 
     /// Gives the permit back (once; later calls do nothing) and hands it on: the transfers that
     /// may start go to `freedOn` (the transport where a connection was freed; without one, each to
