@@ -161,7 +161,12 @@ struct NetworkGateTests {
     /// file that takes longer than that limit (4 MiB at 256 KiB/s: 16 s, against 8 s), is not the
     /// file's own time. (Without that, the file readied behind fails, timed out: its 128 KiB take
     /// long enough for the limit to be looked at after its wait.)
-    @Test func aTimeLimitDoesNotCountTheWaitAtTheGate() async throws {
+    ///
+    /// Not under ThreadSanitizer: there every suite runs at once, several times slower, and the
+    /// local checks alone (on the shared I/O threads) once took longer than the limit, which
+    /// counts them.
+    @Test(.disabled(if: underThreadSanitizer, "a time limit of seconds against a starved machine"))
+    func aTimeLimitDoesNotCountTheWaitAtTheGate() async throws {
         try await withServer(.init(rateLimit: 256 << 10)) { server in
             try await withTemporaryDirectory { dir in
                 let session = Session()
@@ -201,8 +206,9 @@ struct NetworkGateTests {
     }
 
     /// A batch shut down while files wait at its gate ends at once: the waiting transfers are
-    /// withdrawn, nothing is left under a final name, and the one under way keeps its data.
-    @Test(.timeLimit(.minutes(1))) func aBatchShutDownWhileFilesWaitEnds() async throws {
+    /// withdrawn, nothing is left under a final name, and the one under way keeps its data. (A
+    /// shutdown that waited for them instead would see every file complete, 32 s each.)
+    @Test func aBatchShutDownWhileFilesWaitEnds() async throws {
         try await withServer(.init(rateLimit: 256 << 10)) { server in
             try await withTemporaryDirectory { dir in
                 let session = Session()
