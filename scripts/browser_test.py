@@ -170,10 +170,14 @@ def main():
         shown = wait_for("the segment map", lambda: len(map_rows(a)) >= 2 and sorted(map_rows(a)) == connections(a), 30)
         check(shown, "the segment map shows one row per connection while the download runs",
               f"rows {map_rows(a)}, connections {connections(a)}")
-        written = driver.execute_script(
-            "return Array.from(document.querySelectorAll(`#downloads > li[data-gid='${arguments[0]}'] .segrow.file .written`))"
-            ".filter(e => parseFloat(e.style.width) > 0).length", a)
-        check(written >= 1, "the map's file row shows ranges being written", written)
+        def written():
+            return driver.execute_script(
+                "return Array.from(document.querySelectorAll(`#downloads > li[data-gid='${arguments[0]}'] .segrow.file .written`))"
+                ".filter(e => parseFloat(e.style.width) > 0).length", a)
+
+        # The connections can be there before their first bytes are written: wait for those.
+        check(wait_for("written ranges in the map", lambda: written() >= 1, 30), "the map's file row shows ranges being written",
+              written())
 
         # Reorder the two waiting ones (c before b), pause and resume b.
         check(click(driver, b, "down"), "the Down button is there for a waiting download")
