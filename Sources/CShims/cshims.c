@@ -109,6 +109,16 @@ int sf_set_attribute(int fd, const char *name, const void *value, unsigned long 
 #endif
 }
 
+int sf_remove_attribute(int fd, const char *name) {
+#if defined(__linux__)
+    return fremovexattr(fd, name);
+#else
+    (void)fd; (void)name;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
+
 int sf_set_file_times(int fd, int64_t seconds) {
     struct timespec times[2];
     times[0].tv_sec = (time_t)seconds;

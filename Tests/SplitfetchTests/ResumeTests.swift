@@ -1,3 +1,4 @@
+import CShims
 import DownloadCore
 import FoundationEssentials
 @testable import Splitfetch
@@ -362,6 +363,70 @@ struct ResumeTests {
                 options.restart = true
                 let (_, digest) = try await download(server.url(size: 1000), to: path, options: options)
                 #expect(digest == SyntheticContent(size: 1000).sha256Hex())
+            }
+        }
+    }
+
+    /// What `kill -9` leaves during a stream (a server without ranges keeps no manifest), and in
+    /// the moment between naming a segmented download's file and saving its first manifest: a
+    /// marked `NAME.part` alone. The same URL starts over; another URL is refused, as for any
+    /// partial file without a manifest.
+    @Test func aPartialFileLeftBeforeItsFirstManifestStartsOverForItsURL() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 3 << 20
+                let path = dir + "/s.bin"
+                // No ranges; the first request stalls after 64 KiB, the next is healthy.
+                let url = server.url(size: size, name: "s.bin", query: ["norange": "1", "fault": "stall", "faultuntil": "1"])
+                let first = Download(url, to: FilePath(path), options: testOptions())
+                let task = Task { try await first.run() }
+                for await event in first.events {
+                    if let p = event.progress, p.bytesWritten > 0 { break }
+                }
+                // A second name for the file keeps it as it is when the run is stopped (a stopped
+                // stream removes its file; a killed one cannot).
+                #expect(link(path + ".part", dir + "/kept") == 0)
+                task.cancel()
+                _ = try? await task.value
+                #expect(!fileExists(path + ".part"))
+                #expect(rename(dir + "/kept", path + ".part") == 0)
+                #expect(!fileExists(path + ".part.json"))
+                #expect(OwnerMark.names(url, on: path + ".part"))
+                let left = readBytes(path + ".part")
+
+                let other = server.url(size: size, name: "s.bin", query: ["norange": "1"])
+                let refused = await failure(other, to: path, options: testOptions())
+                #expect(refused?.code == .resumeConflict)
+                #expect(readBytes(path + ".part") == left)
+
+                let (_, digest) = try await download(url, to: path, options: testOptions())
+                #expect(digest == SyntheticContent(size: size).sha256Hex())
+                #expect(!fileExists(path + ".part"))
+            }
+        }
+    }
+
+    /// Every `NAME.part` carries its run's mark from the moment it has its name, and the finished
+    /// file does not.
+    @Test(arguments: [1, 4])
+    func partialFilesAreMarkedAndFinishedFilesAreNot(connections: Int) async throws {
+        try await withServer(.init(rateLimit: 2 << 20)) { server in
+            try await withTemporaryDirectory { dir in
+                let size: Int64 = 6 << 20
+                let path = dir + "/m.bin"
+                let url = server.url(size: size, query: ["fault": "stall", "faultbytes": String(1 << 20), "faultuntil": String(connections)])
+                var options = testOptions(connections: connections)
+                options.timeouts.stall = .seconds(60)
+                let error = await interrupt(url, to: path, options: options, after: 512 << 10)
+                #expect(error?.code == .interrupted)
+                #expect(fileExists(path + ".part.json"))
+                #expect(OwnerMark.names(url, on: path + ".part"))
+                #expect(!OwnerMark.names(url + "&other", on: path + ".part"))
+                let (stats, digest) = try await download(url, to: path, options: testOptions(connections: connections))
+                #expect(digest == SyntheticContent(size: size).sha256Hex())
+                #expect(stats.resumedBytes > 0)
+                var byte: UInt8 = 0
+                #expect(sf_get_attribute(path, OwnerMark.attributeName, &byte, 1) == -1 && errno == ENODATA)
             }
         }
     }

@@ -43,6 +43,10 @@ long sf_get_attribute(const char *path, const char *name, void *value, unsigned 
 /// (ENOTSUP where the file system keeps none).
 int sf_set_attribute(int fd, const char *name, const void *value, unsigned long size);
 
+/// Removes the extended attribute `name` of the open file `fd`. Returns 0, or -1 with errno set
+/// (ENODATA: it had none).
+int sf_remove_attribute(int fd, const char *name);
+
 /// Sets the open file's access and modification times to `seconds` since 1970 (UTC). Returns 0,
 /// or -1 with errno set.
 int sf_set_file_times(int fd, int64_t seconds);
