@@ -16,6 +16,15 @@
 /// priority, latest position) first; they go back to waiting with their data kept, and start
 /// again (resuming) when there is room.
 ///
+/// **Ready ahead** (``readiesAhead``): as many more as ``maximumActive`` are started before a
+/// slot is free, and stay waiting, *readied*: their local checks done and their first request
+/// parked where the network lets it go (the library's gate) as soon as a download's network part
+/// ends. The gate, not the schedule, decides that moment; it is reported with ``admitted(_:)``,
+/// and the readied download then takes a slot and becomes active. The readied are always the
+/// first waiting in start order: a waiting download moved or re-prioritised ahead of one, or a
+/// lower maximum, stops the last readied (it waits again, not readied). A per-host cap counts a
+/// readied download for its host.
+///
 /// Every method returns what the queue must do, in order: ``Action/changed(_:_:)`` for each
 /// state change (the seam a store records), ``Action/stop(_:)`` and ``Action/start(_:)``.
 public struct QueueSchedule: Sendable, Equatable {
@@ -67,6 +76,9 @@ public struct QueueSchedule: Sendable, Equatable {
         public internal(set) var running = false
         /// Told to stop, and not yet ended.
         public internal(set) var stopping = false
+        /// Started ahead and waiting for the network (``QueueSchedule/readiesAhead``): it holds
+        /// no slot yet, and its state is still waiting.
+        public internal(set) var readied = false
         /// Orders entries by position: lower is earlier.
         var rank: Int
         /// The server it downloads from, for the per-host cap; `nil` for none.
@@ -85,6 +97,12 @@ public struct QueueSchedule: Sendable, Equatable {
     private var runningCount = 0
     /// Downloads holding a slot at most.
     public private(set) var maximumActive: Int
+    /// Whether downloads are started ahead, as many as ``maximumActive``, to wait ready.
+    public let readiesAhead: Bool
+    /// Readied downloads, those told to stop included.
+    public private(set) var readiedCount = 0
+    /// The readied downloads not told to stop (as many as the maximum at most).
+    private var readyIDs: Set<ID> = []
     /// Downloads of one host holding a slot at most; `nil` for no cap.
     public private(set) var maximumPerHost: Int?
     /// Slots held per host.
@@ -107,8 +125,9 @@ public struct QueueSchedule: Sendable, Equatable {
         static func == (a: WaitingKey, b: WaitingKey) -> Bool { a.priority == b.priority && a.rank == b.rank }
     }
 
-    public init(maximumActive: Int) {
+    public init(maximumActive: Int, readiesAhead: Bool = false) {
         self.maximumActive = max(1, maximumActive)
+        self.readiesAhead = readiesAhead
     }
 
     /// The downloads in position order.
@@ -224,6 +243,7 @@ public struct QueueSchedule: Sendable, Equatable {
         for id in holding.dropFirst(maximumActive).reversed() {
             actions += set(id, .waiting) + stopIfRunning(id)
         }
+        for id in readiedInStartOrder().dropFirst(maximumActive).reversed() { actions += stopIfRunning(id) }
         return actions + fill()
     }
 
@@ -236,9 +256,27 @@ public struct QueueSchedule: Sendable, Equatable {
 
     // MARK: - Reports from the downloads
 
-    /// `id`'s bytes have all arrived: its slot is free while its file is synced and renamed.
+    /// A readied download got its place on the network: it takes a slot and is active (unless
+    /// told to stop meanwhile: it holds the slot until it ends, its state as the stop left it).
+    public mutating func admitted(_ id: ID) -> [Action] {
+        guard let entry = byID[id], entry.readied else { return [] }
+        byID[id]!.readied = false
+        readiedCount -= 1
+        readyIDs.remove(id)
+        byID[id]!.holdsSlot = true
+        slotsHeld += 1
+        return (entry.stopping ? [] : set(id, .active)) + fill()
+    }
+
+    /// `id`'s bytes have all arrived: its slot is free while its file is synced and renamed. (A
+    /// readied download whose admission is not reported yet is active from now.)
     public mutating func transferred(_ id: ID) -> [Action] {
-        guard let entry = byID[id], entry.holdsSlot else { return [] }
+        guard let entry = byID[id] else { return [] }
+        if entry.readied {
+            unready(entry)
+            return (entry.stopping ? [] : set(id, .active)) + fill()
+        }
+        guard entry.holdsSlot else { return [] }
         byID[id]!.holdsSlot = false
         release(entry)
         return fill()
@@ -250,6 +288,7 @@ public struct QueueSchedule: Sendable, Equatable {
     public mutating func ended(_ id: ID, _ outcome: Outcome) -> [Action] {
         guard let entry = byID[id], entry.running else { return [] }
         if entry.holdsSlot { release(entry) }
+        if entry.readied { unready(entry) }
         runningCount -= 1
         byID[id]!.running = false
         byID[id]!.holdsSlot = false
@@ -269,6 +308,7 @@ public struct QueueSchedule: Sendable, Equatable {
     /// earliest position, passing over those whose host has its cap of slots. With no slot free,
     /// or nothing waiting, it looks at nothing.
     private mutating func fill() -> [Action] {
+        if readiesAhead { return keepReadiedFirst() + ready() }
         var free = maximumActive - slotsHeld
         guard free > 0, waitingCount > 0 else { return [] }
         var actions: [Action] = []
@@ -288,6 +328,69 @@ public struct QueueSchedule: Sendable, Equatable {
             actions += set(id, .active) + [.start(id)]
         }
         return actions
+    }
+
+    /// ``fill()`` when readying ahead: the first waiting downloads in start order are started,
+    /// still waiting, while those holding a slot and those readied are fewer than twice the
+    /// maximum and the readied fewer than the maximum. Their slots come with ``admitted(_:)``.
+    private mutating func ready() -> [Action] {
+        var free = min(2 * maximumActive - slotsHeld, maximumActive) - readiedCount
+        guard free > 0, waitingCount > 0 else { return [] }
+        var actions: [Action] = []
+        var index = 0
+        while free > 0, index < waiting.count {
+            let id = waiting[index].id
+            index += 1
+            if byID[id]!.running { continue }
+            if let cap = maximumPerHost, let host = byID[id]!.host, heldByHost[host, default: 0] >= cap { continue }
+            byID[id]!.running = true
+            byID[id]!.readied = true
+            runningCount += 1
+            readiedCount += 1
+            readyIDs.insert(id)
+            if let host = byID[id]!.host { heldByHost[host, default: 0] += 1 }
+            free -= 1
+            actions.append(.start(id))
+        }
+        return actions
+    }
+
+    /// A readied download that transferred or ended before its admission was reported: readied
+    /// no more, and the count its host took at readying is given back (an admitted one's goes
+    /// with its slot, ``release(_:)``).
+    private mutating func unready(_ entry: Entry) {
+        byID[entry.id]!.readied = false
+        readiedCount -= 1
+        readyIDs.remove(entry.id)
+        if let host = entry.host {
+            heldByHost[host, default: 1] -= 1
+            if heldByHost[host] == 0 { heldByHost[host] = nil }
+        }
+    }
+
+    /// Stops the last readied download while a waiting one that is not readied comes before it
+    /// in start order (added, resumed, moved or re-prioritised there, or no longer held back by
+    /// its host's cap): the readied are always the first waiting. Looks at the waiting up to the
+    /// last readied only.
+    private mutating func keepReadiedFirst() -> [Action] {
+        guard !readyIDs.isEmpty else { return [] }
+        var actions: [Action] = []
+        var readied = readiedInStartOrder().map { key(byID[$0]!) }
+        for key in waiting {
+            guard let last = readied.last, key < last else { break }
+            if byID[key.id]!.running { continue }
+            // One its host's cap holds back would not be readied in place of the one stopped.
+            if let cap = maximumPerHost, let host = byID[key.id]!.host, heldByHost[host, default: 0] >= cap { continue }
+            actions += stopIfRunning(last.id)
+            readied.removeLast()
+        }
+        return actions
+    }
+
+    /// The readied downloads not told to stop, in start order (they are all waiting: the
+    /// others were told to stop when they left it).
+    private func readiedInStartOrder() -> [ID] {
+        readyIDs.map { key(byID[$0]!) }.sorted().map(\.id)
     }
 
     /// A slot given back.
@@ -342,6 +445,7 @@ public struct QueueSchedule: Sendable, Equatable {
     private mutating func stopIfRunning(_ id: ID) -> [Action] {
         guard let entry = byID[id], entry.running, !entry.stopping else { return [] }
         byID[id]!.stopping = true
+        readyIDs.remove(id)
         return [.stop(id)]
     }
 

@@ -149,7 +149,7 @@ extension SplitfetchCommand {
             results.withLock { $0[index] = (list[index], result) }
             if case .failure(let e) = result { writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n") }
         }
-        let queue = DownloadQueue(batchOver: session, networkActive: input.jobs)
+        let queue = DownloadQueue(session: session, maximumActive: input.jobs, readyAhead: true)
         // Lifecycle events are never dropped; progress only matters to --events.
         let events = queue.subscribe(keepingProgress: log == nil ? 1 : 1024)
         let reader = Task {

@@ -87,7 +87,11 @@ public final class Daemon: Sendable {
         self.defaults = defaults
         let session = maximumConnectionsPerHost.map { Session(maximumConnectionsPerHost: $0, sharedHostCap: fleet?.slots) }
         ownedSession = session
-        queue = DownloadQueue(session: session, maximumActive: maximumActive, bytesPerSecond: bytesPerSecond)
+        // Ready ahead (as `-i` does): the next jobs wait with their first request made, and go
+        // the moment a job's network part ends. Not in a fleet, which claims only the jobs it
+        // can run now (nor, by the queue's rule, under a cap on connections per host).
+        queue = DownloadQueue(session: session, maximumActive: maximumActive, bytesPerSecond: bytesPerSecond,
+                              readyAhead: fleet == nil)
         queue.setMaximumActivePerHost(maximumPerHost)
         writer = StoreWriter(store: store) { [logger] error in
             logger.error("job changes could not be saved", metadata: ["error": "\(error)"])

@@ -285,5 +285,131 @@ struct QueueScheduleTests {
             #expect(queue.slotsHeld == now.filter(\.holdsSlot).count)
         }
     }
-}
 
+    // MARK: - Ready ahead
+
+    @Test func readiedDownloadsWaitUntilAdmittedThenHoldTheirSlots() {
+        var queue = QueueSchedule(maximumActive: 2, readiesAhead: true)
+        for id in ["a", "b", "c", "d", "e"] { _ = queue.add(id, paused: true) }
+        // All four started, none active yet: a and b are let go by the gate first.
+        #expect(Self.starts(queue.resumeAll()) == ["a", "b"])
+        #expect(queue.entries.filter(\.readied).map(\.id) == ["a", "b"])
+        #expect(queue.admitted("a") == [.changed("a", .active), .start("c")])
+        #expect(queue.admitted("b") == [.changed("b", .active), .start("d")])
+        #expect(queue.slotsHeld == 2 && queue.readiedCount == 2)
+        #expect(queue.entry("c")?.state == .waiting && queue.entry("c")?.readied == true)
+        // A full house: a network part ending frees a slot, not a readied place.
+        #expect(queue.transferred("a").isEmpty)
+        #expect(queue.admitted("c") == [.changed("c", .active), .start("e")])
+        // d's bytes all arrived before its admission was reported: active, and a place is free.
+        #expect(queue.transferred("d") == [.changed("d", .active)])
+        #expect(queue.ended("e", .failed) == [.changed("e", .failed)])  // before its admission
+        #expect(queue.readiedCount == 0 && queue.slotsHeld == 2)
+        #expect(queue.admitted("e").isEmpty)  // too late: it ended
+    }
+
+    /// The readied are the first waiting: a download moved or re-prioritised ahead of one stops
+    /// the last readied, which waits again, and takes its place when it has ended.
+    @Test func aDownloadMovedAheadOfTheReadiedTakesTheLastPlace() {
+        var queue = QueueSchedule(maximumActive: 1, readiesAhead: true)
+        for id in ["a", "b", "c"] { _ = queue.add(id) }
+        _ = queue.admitted("a")
+        #expect(queue.entries.filter(\.readied).map(\.id) == ["b"])
+        #expect(queue.move("c", to: 0) == [.stop("b")])
+        #expect(queue.ended("b", .stopped) == [.start("c")])
+        #expect(queue.entry("b")?.state == .waiting && queue.entry("c")?.readied == true)
+        #expect(queue.setPriority("b", 5) == [.stop("c")])
+        #expect(queue.ended("c", .stopped) == [.start("b")])
+    }
+
+    @Test func aLowerMaximumStopsTheReadiedBeyondIt() {
+        var queue = QueueSchedule(maximumActive: 2, readiesAhead: true)
+        for id in ["a", "b", "c", "d"] { _ = queue.add(id) }
+        _ = queue.admitted("a")
+        _ = queue.admitted("b")
+        #expect(queue.entries.filter(\.readied).map(\.id) == ["c", "d"])
+        // b (the last active) and d (the last readied) stop and wait again.
+        #expect(Set(Self.stops(queue.setMaximumActive(1))) == ["b", "d"])
+        #expect(queue.entry("b")?.state == .waiting && queue.entry("d")?.state == .waiting)
+        #expect(queue.ended("d", .stopped).isEmpty)  // c is readied, one place for a maximum of 1
+        // Pausing a readied one stops it too; it stays paused when it ends.
+        #expect(queue.pause("c") == [.changed("c", .paused), .stop("c")])
+        _ = queue.ended("c", .stopped)
+        #expect(queue.entry("c")?.state == .paused)
+    }
+
+    /// Seeded random operations on a queue that readies ahead, admissions among them. After each:
+    /// - the readied (not told to stop) are waiting and hold no slot, at most the maximum of them;
+    /// - no place to ready is free while a download that may be readied waits;
+    /// - each download readied (and not told to stop) is among the first `maximum` of those
+    ///   readied or waiting that may start, in start order;
+    /// - slots are held only by admitted downloads, the maximum's at most (bar those stopping),
+    ///   when admissions come only while a permit is free, as the gate gives them.
+    @Test(arguments: 1...40)
+    func randomOperationsKeepTheReadyAheadRules(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        var queue = QueueSchedule(maximumActive: 1 + Int(random.next() % 4), readiesAhead: true)
+        var added = 0
+        for _ in 0..<300 {
+            let entries = queue.entries
+            let any = { entries.isEmpty ? "none" : entries[Int(random.next() % UInt64(entries.count))].id }
+            let pick = { (among: [QueueSchedule.Entry]) in among.isEmpty ? "none" : among[Int(random.next() % UInt64(among.count))].id }
+            let actions: [Action]
+            switch random.next() % 14 {
+            case 0, 1, 2:
+                added += 1
+                let position = random.next() % 3 == 0 ? Int(random.next() % UInt64(entries.count + 1)) : nil
+                actions = queue.add("d\(added)", priority: Int(random.next() % 3), at: position, paused: random.next() % 4 == 0,
+                                    host: random.next() % 3 == 0 ? nil : "h\(random.next() % 3)")
+            case 3: actions = queue.pause(any())
+            case 4: actions = queue.resume(any())
+            case 5: actions = queue.remove(any())
+            case 6: actions = queue.move(any(), to: Int(random.next() % UInt64(entries.count + 1)))
+            case 7: actions = queue.setPriority(any(), Int(random.next() % 3))
+            case 8, 9:
+                // The gate lets one go only while a permit is free: fewer hold one than the maximum.
+                actions = queue.slotsHeld < queue.maximumActive ? queue.admitted(pick(entries.filter(\.readied))) : []
+            case 10: actions = queue.transferred(pick(entries.filter { $0.holdsSlot || $0.readied }))
+            case 11:
+                let outcomes: [QueueSchedule.Outcome] = [.completed, .failed, .stopped]
+                actions = queue.ended(pick(entries.filter(\.running)), outcomes[Int(random.next() % 3)])
+            default:
+                actions = random.next() % 2 == 0 ? queue.setMaximumActive(Int(random.next() % 5))
+                    : queue.setMaximumPerHost(random.next() % 2 == 0 ? nil : 1 + Int(random.next() % 2))
+            }
+            let now = queue.entries
+            let taken = Dictionary(grouping: now.filter { $0.holdsSlot || $0.readied }, by: { $0.host ?? "" }).mapValues(\.count)
+            let capped = { (entry: QueueSchedule.Entry) -> Bool in
+                guard let cap = queue.maximumPerHost, let host = entry.host else { return false }
+                return taken[host, default: 0] >= cap
+            }
+            let position = Dictionary(uniqueKeysWithValues: now.enumerated().map { ($1.id, $0) })
+            let before = { (a: QueueSchedule.Entry, b: QueueSchedule.Entry) in
+                a.priority != b.priority ? a.priority > b.priority : position[a.id]! < position[b.id]!
+            }
+            let readied = now.filter { $0.readied && !$0.stopping }
+            #expect(readied.allSatisfy { $0.state == .waiting && !$0.holdsSlot }, "seed \(seed): a readied one is not waiting")
+            #expect(readied.count <= queue.maximumActive, "seed \(seed): \(readied.count) readied")
+            #expect(queue.readiedCount == now.filter(\.readied).count)
+            let mayStart = now.filter { $0.state == .waiting && !$0.running && !capped($0) }
+            if min(2 * queue.maximumActive - queue.slotsHeld, queue.maximumActive) > queue.readiedCount {
+                #expect(mayStart.isEmpty, "seed \(seed): a place is free while \(mayStart.map(\.id)) may be readied")
+            }
+            // Each readied one is among the first `maximum` of those readied or ready to be.
+            let candidates = readied + mayStart
+            for ready in readied {
+                let ahead = candidates.filter { before($0, ready) }
+                #expect(ahead.count < queue.maximumActive, "seed \(seed): \(ready.id) is readied while \(ahead.map(\.id)) come first")
+            }
+            for id in Self.starts(actions) {
+                let started = now.first { $0.id == id }!
+                #expect(started.state == .waiting && started.readied, "seed \(seed): \(id) started but is \(started.state)")
+                let passedOver = mayStart.filter { before($0, started) }
+                #expect(passedOver.isEmpty, "seed \(seed): \(id) readied before \(passedOver.map(\.id))")
+            }
+            let stopping = now.filter { $0.holdsSlot && $0.stopping }.count
+            #expect(queue.slotsHeld - stopping <= queue.maximumActive, "seed \(seed): \(queue.slotsHeld) slots held")
+            #expect(queue.slotsHeld == now.filter(\.holdsSlot).count)
+        }
+    }
+}

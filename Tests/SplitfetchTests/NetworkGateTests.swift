@@ -133,7 +133,7 @@ struct NetworkGateTests {
                 }
                 let before = server.statistics.requests
                 let session = Session()
-                let queue = DownloadQueue(batchOver: session, networkActive: 3)
+                let queue = DownloadQueue(session: session, maximumActive: 3, readyAhead: true)
                 let events = queue.subscribe()
                 let unchanged = Task {
                     var count = 0
@@ -170,7 +170,7 @@ struct NetworkGateTests {
         try await withServer(.init(rateLimit: 256 << 10)) { server in
             try await withTemporaryDirectory { dir in
                 let session = Session()
-                let queue = DownloadQueue(batchOver: session, networkActive: 1)
+                let queue = DownloadQueue(session: session, maximumActive: 1, readyAhead: true)
                 var limited = testOptions(connections: 1)
                 limited.maximumTime = .seconds(8)
                 try queue.add(server.url(size: 4 << 20, name: "slow.bin"), to: FilePath("\(dir)/slow.bin"),
@@ -196,11 +196,11 @@ struct NetworkGateTests {
     /// for their ranges (24 files, `-j 8 -n 8 -x 8`, stopped for good).
     @Test func aBatchUnderAPerHostCapHasNoGate() async {
         let capped = Session(maximumConnectionsPerHost: 8)
-        let batch = DownloadQueue(batchOver: capped, networkActive: 8)
+        let batch = DownloadQueue(session: capped, maximumActive: 8, readyAhead: true)
         #expect(batch.gate == nil && batch.maximumActive == 8)
         let free = Session()
-        let gated = DownloadQueue(batchOver: free, networkActive: 8)
-        #expect(gated.gate != nil && gated.maximumActive == 16)
+        let gated = DownloadQueue(session: free, maximumActive: 8, readyAhead: true)
+        #expect(gated.gate != nil && gated.maximumActive == 8)
         await capped.shutdown()
         await free.shutdown()
     }
@@ -212,7 +212,7 @@ struct NetworkGateTests {
         try await withServer(.init(rateLimit: 256 << 10)) { server in
             try await withTemporaryDirectory { dir in
                 let session = Session()
-                let queue = DownloadQueue(batchOver: session, networkActive: 1)
+                let queue = DownloadQueue(session: session, maximumActive: 1, readyAhead: true)
                 let options = testOptions(connections: 1)
                 for index in 0..<3 {
                     try queue.add(server.url(size: 8 << 20, name: "big\(index).bin", seed: UInt64(index)),
@@ -228,6 +228,47 @@ struct NetworkGateTests {
                 #expect(queue.snapshots().allSatisfy { $0.state != .complete })
                 for index in 0..<3 { #expect(!fileExists("\(dir)/big\(index).bin")) }
                 #expect(server.statistics.requests <= 2, "only the first download's requests reached the server")
+            }
+        }
+    }
+
+    /// A queue readying ahead shows a readied download as waiting until the gate lets it go; a
+    /// higher maximum gives the gate a permit more, and the readied one goes at once. The first
+    /// file stalls (every request of it stops after 64 KiB), so what the queue shows holds still.
+    @Test func aReadiedDownloadWaitsInViewUntilAPermitLetsItGo() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let session = Session()
+                let queue = DownloadQueue(session: session, maximumActive: 1, readyAhead: true)
+                var stalled = testOptions(connections: 1)
+                stalled.timeouts.stall = .seconds(600)
+                try queue.add(server.url(size: 1 << 20, name: "stalled.bin", query: ["fault": "stall"]),
+                              to: FilePath("\(dir)/stalled.bin"), options: stalled, id: "0")
+                let size: Int64 = 64 << 10
+                for index in 1...2 {
+                    try queue.add(server.url(size: size, name: "f\(index).bin", seed: UInt64(index)),
+                                  to: FilePath("\(dir)/f\(index).bin"), options: testOptions(connections: 1), id: String(index))
+                }
+                // Until the stalled file holds the permit and another waits at the gate (the
+                // first two are readied together: either may have gone first).
+                for _ in 0..<4_000 where !(queue.snapshot("0")?.state == .active && queue.gate!.waiting == 1) {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                #expect(queue.snapshot("0")?.state == .active && queue.gate!.waiting == 1)
+                let others = ["1", "2"].compactMap { queue.snapshot($0)?.state }
+                #expect(others.allSatisfy { $0 == .waiting || $0 == .complete } && others.contains(.waiting), "\(others)")
+                queue.setMaximumActive(2)
+                for _ in 0..<4_000 where !["1", "2"].allSatisfy({ queue.snapshot($0)?.state == .complete }) {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                for index in 1...2 {
+                    #expect(queue.snapshot(String(index))?.state == .complete, "the readied went with the new permit")
+                    #expect(try sha256HexOfFile(atPath: "\(dir)/f\(index).bin")
+                            == SyntheticContent(size: size, seed: UInt64(index)).sha256Hex())
+                }
+                await queue.shutdown()
+                await session.shutdown()
+                #expect(queue.snapshot("0")?.state != .complete && !fileExists("\(dir)/stalled.bin"))
             }
         }
     }

@@ -27,8 +27,9 @@ extension Session {
     /// Downloads many files, up to `jobs` of them using the network at once, over this session's
     /// connections (and within its per-host cap): a ``DownloadQueue`` of the files, in order.
     ///
-    /// A file whose bytes have all arrived makes room for the next while it is synced and
-    /// renamed, so no file waits for another's `fsync`, and each is still durable under its
+    /// As many more files as `jobs` are readied ahead, waiting to go the moment one's network part
+    /// ends (``DownloadQueue/init(session:maximumActive:bytesPerSecond:readyAhead:)``). A file
+    /// whose bytes have all arrived makes room for the next while it is synced and renamed, so no file waits for another's `fsync`, and each is still durable under its
     /// final name. Results come in the order the files end. Stopping the iteration (or
     /// cancelling the task that iterates) cancels the files under way: they end as
     /// ``DownloadError/Code/interrupted`` (a segmented one keeps its data, so the same batch
@@ -46,7 +47,7 @@ extension Session {
         if let observe {
             byID = { id, download in observe(Int(id) ?? 0, download) }
         }
-        let queue = DownloadQueue(session: self, maximumActive: max(1, jobs), bytesPerSecond: nil, observe: byID)
+        let queue = DownloadQueue(session: self, maximumActive: max(1, jobs), bytesPerSecond: nil, readyAhead: true, observe: byID)
         let events = queue.subscribe(keepingProgress: 1)
         let work = Task {
             let reader = Task {

@@ -103,7 +103,13 @@ extension DownloadQueue {
         options.rateLimit = own
         let download = Download(record.url, destination: record.destination, consumer: nil, options: options, session: session,
                                 tap: { [weak self] event in self?.downloadEvent(event, of: id, run: run) },
-                                ticket: gate.map(NetworkTicket.init))
+                                ticket: gate.map { gate in
+                                    // Reported from a task: the thread that lets it go is the
+                                    // transport's, starting its request.
+                                    NetworkTicket(gate: gate) { [weak self] in
+                                        Task { self?.report(id, run: run) { $0.admitted(id) } }
+                                    }
+                                })
         observe?(id, download)
         record.task = Task { [weak self] in await self?.perform(download, id: id, run: run) }
         state.records[id] = record

@@ -110,7 +110,8 @@ public final class DownloadQueue: Sendable {
     let state: NIOLockedValueBox<State>
     /// Sees each run's ``Download`` before it runs (``Session/download(_:jobs:observe:)``).
     let observe: (@Sendable (ID, Download) -> Void)?
-    /// A batch's: the downloads on the network at once (``init(batchOver:networkActive:)``).
+    /// Where readied downloads wait for the network (``QueueSchedule/readiesAhead``): as many
+    /// permits as ``maximumActive``. `nil` when the queue does not ready ahead.
     let gate: NetworkGate?
 
     /// - Parameters:
@@ -118,37 +119,28 @@ public final class DownloadQueue: Sendable {
     ///     ``shutdown()``.
     ///   - maximumActive: downloads running at once (at least 1).
     ///   - bytesPerSecond: the queue's rate limit, over every download; `nil` for none.
-    public convenience init(session: Session? = nil, maximumActive: Int = 5, bytesPerSecond: Int64? = nil) {
-        self.init(session: session, maximumActive: maximumActive, bytesPerSecond: bytesPerSecond, observe: nil)
+    ///   - readyAhead: start as many more ahead, still waiting, their local checks done and their
+    ///     first request parked at a ``NetworkGate``, so that a download whose network part ends
+    ///     hands its place straight to a ready one (``QueueSchedule/readiesAhead``). On a list of
+    ///     many small files this saves a chain of thread hand-offs per file and round trip. Not
+    ///     over a session with a cap on connections per host: a download ready at the gate would
+    ///     hold a connection of its host that a running one could use.
+    public convenience init(session: Session? = nil, maximumActive: Int = 5, bytesPerSecond: Int64? = nil,
+                            readyAhead: Bool = false) {
+        self.init(session: session, maximumActive: maximumActive, bytesPerSecond: bytesPerSecond, readyAhead: readyAhead,
+                  observe: nil)
     }
 
-    init(session: Session?, maximumActive: Int, bytesPerSecond: Int64?, observe: (@Sendable (ID, Download) -> Void)?) {
+    init(session: Session?, maximumActive: Int, bytesPerSecond: Int64?, readyAhead: Bool = false,
+         observe: (@Sendable (ID, Download) -> Void)?) {
         self.observe = observe
         self.session = session ?? Session()
         ownsSession = session == nil
         limit = RateLimit(unlimitedWithin: nil)
         if let bytesPerSecond { limit.setBytesPerSecond(max(1, bytesPerSecond)) }
-        state = NIOLockedValueBox(State(schedule: QueueSchedule(maximumActive: maximumActive)))
-        gate = nil
-    }
-
-    /// A batch's queue: `networkActive` downloads on the network at once, and as many more
-    /// started ahead, their local checks done and their first request ready at a
-    /// ``NetworkGate``, so that a download whose network part ends hands its place straight to
-    /// a ready one. The CLI's `-i` runs its list so. The ones ahead count as active (``maximumActive``
-    /// is twice `networkActive`); a changed maximum does not change the gate.
-    ///
-    /// Over a session with a per-host cap there is no gate (a plain queue of `networkActive`): a
-    /// download ready at the gate would hold a slot of its host that a running one could use.
-    package init(batchOver session: Session, networkActive: Int) {
-        let permits = max(1, networkActive)
-        let gated = session.limiter == nil
-        observe = nil
-        self.session = session
-        ownsSession = false
-        limit = RateLimit(unlimitedWithin: nil)
-        state = NIOLockedValueBox(State(schedule: QueueSchedule(maximumActive: gated ? 2 * permits : permits)))
-        gate = gated ? NetworkGate(permits: permits) : nil
+        let ahead = readyAhead && self.session.limiter == nil
+        state = NIOLockedValueBox(State(schedule: QueueSchedule(maximumActive: maximumActive, readiesAhead: ahead)))
+        gate = ahead ? NetworkGate(permits: max(1, maximumActive)) : nil
     }
 
     // MARK: - Adding and changing downloads
@@ -283,7 +275,14 @@ public final class DownloadQueue: Sendable {
     /// Changes the most downloads running at once. A lower maximum stops the last started
     /// beyond it; they wait again with their data kept. 0 holds the whole queue (nothing
     /// starts, and nothing is marked paused) until the maximum is raised again.
-    public func setMaximumActive(_ maximum: Int) { _ = act { $0.setMaximumActive(maximum) } }
+    public func setMaximumActive(_ maximum: Int) {
+        _ = act { schedule in
+            // The gate's permits change with the schedule's maximum, under the queue's lock so
+            // that two changes land in the same order in both.
+            gate?.setPermits(max(0, maximum))
+            return schedule.setMaximumActive(maximum)
+        }
+    }
 
     /// The queue's rate limit over every download; `nil` for none.
     public var bytesPerSecond: Int64? { limit.bytesPerSecond }

@@ -26,6 +26,7 @@ final class NetworkGate: Sendable {
     }
 
     struct State {
+        var permits: Int
         var free: Int
         var waiting: [Waiter] = []
     }
@@ -33,7 +34,28 @@ final class NetworkGate: Sendable {
     let state: NIOLockedValueBox<State>
 
     init(permits: Int) {
-        state = NIOLockedValueBox(State(free: max(1, permits)))
+        state = NIOLockedValueBox(State(permits: max(1, permits), free: max(1, permits)))
+    }
+
+    /// Changes how many downloads may be on the network at once (0 lets none go). A higher number
+    /// lets the longest waiting go now, each to its own transport; a lower one takes permits back
+    /// as they are given back.
+    func setPermits(_ permits: Int) {
+        let permits = max(0, permits)
+        var admitted: [NetworkTicket] = []
+        let go = state.withLockedValue { state -> [(CurlTransfer, CurlTransport)] in
+            state.free += permits - state.permits
+            state.permits = permits
+            var go: [(CurlTransfer, CurlTransport)] = []
+            while state.free > 0, let first = state.waiting.first?.ticket {
+                state.free -= 1
+                go += handOn(to: first, freedOn: nil, &state)
+                admitted.append(first)
+            }
+            return go
+        }
+        for ticket in admitted { ticket.admitted?() }
+        for (transfer, transport) in go { transport.enqueue(transfer) }
     }
 
     /// Permits not held.
@@ -46,22 +68,24 @@ final class NetworkGate: Sendable {
     /// it waits here and is handed to its transport when its download gets a permit. A transfer
     /// already asked to cancel goes at once (its transport ends it).
     func admit(_ transfer: CurlTransfer, ticket: NetworkTicket, on transport: CurlTransport) -> Bool {
-        state.withLockedValue { state in
-            if transfer.cancelRequested.load(ordering: .acquiring) { return true }
+        let (go, holds) = state.withLockedValue { state -> (Bool, Bool) in
+            if transfer.cancelRequested.load(ordering: .acquiring) { return (true, false) }
             switch ticket.stage {
             case .holding, .released:
-                return true
+                return (true, false)
             case .none where state.free > 0:
                 state.free -= 1
                 ticket.stage = .holding
-                return true
+                return (true, true)
             case .none, .waiting:
                 if ticket.stage == .none { ticket.waitingSince = .now }
                 ticket.stage = .waiting
                 state.waiting.append(Waiter(ticket: ticket, transfer: transfer, transport: transport))
-                return false
+                return (false, false)
             }
         }
+        if holds { ticket.admitted?() }
+        return go
     }
 
     /// Takes a waiting transfer out (its task was cancelled); `false` when it is not waiting
@@ -80,24 +104,32 @@ final class NetworkGate: Sendable {
     }
 
     /// Under the lock: gives up `ticket`'s permit, if it holds one, to the download waiting
-    /// longest; returns the transfers that may now start, each with its transport: `freedOn`
-    /// when given (the thread giving the permit back starts them), else its own.
-    func release(_ ticket: NetworkTicket, freedOn: CurlTransport?, _ state: inout State) -> [(CurlTransfer, CurlTransport)] {
+    /// longest (unless fewer permits are wanted now); returns the transfers that may now start,
+    /// each with its transport: `freedOn` when given (the thread giving the permit back starts
+    /// them), else its own; and the ticket that got the permit, if one did.
+    func release(_ ticket: NetworkTicket, freedOn: CurlTransport?,
+                 _ state: inout State) -> (go: [(CurlTransfer, CurlTransport)], admitted: NetworkTicket?) {
         let held = ticket.stage
         ticket.stage = .released
-        let next: NetworkTicket
         switch held {
         case .released, .none:
-            return []
+            return ([], nil)
         case .waiting:
             // Its download ended while a transfer of it waited: they go, and end at once.
-            next = ticket
+            return (handOn(to: ticket, freedOn: freedOn, &state), nil)
         case .holding:
-            guard let first = state.waiting.first?.ticket else {
+            guard state.free >= 0, let first = state.waiting.first?.ticket else {
                 state.free += 1
-                return []
+                return ([], nil)
             }
-            next = first
+            return (handOn(to: first, freedOn: freedOn, &state), first)
+        }
+    }
+
+    /// Under the lock: `next` holds a permit (or, released, passes freely); its waiting
+    /// transfers leave the queue, to go to `freedOn` or their own transport.
+    private func handOn(to next: NetworkTicket, freedOn: CurlTransport?, _ state: inout State) -> [(CurlTransfer, CurlTransport)] {
+        if next.stage == .waiting {
             next.stage = .holding
             if let since = next.waitingSince { next.waitedTotal += .now - since }
             next.waitingSince = nil
@@ -123,14 +155,18 @@ final class NetworkTicket: @unchecked Sendable {
     enum Stage { case none, waiting, holding, released }
 
     let gate: NetworkGate
+    /// Told (on the thread that lets it go, outside the gate's lock) when the download gets its
+    /// permit: a queue readying ahead then counts it active.
+    let admitted: (@Sendable () -> Void)?
     var stage = Stage.none
     /// Since when a transfer of it waits at the gate; `nil` when none does.
     var waitingSince: ContinuousClock.Instant?
     /// How long its transfers waited at the gate, in all.
     var waitedTotal: Duration = .zero
 
-    init(gate: NetworkGate) {
+    init(gate: NetworkGate, admitted: (@Sendable () -> Void)? = nil) {
         self.gate = gate
+        self.admitted = admitted
     }
 
     /// How long the download waited at the gate for its permit: not part of its time (its time
@@ -142,7 +178,8 @@ final class NetworkTicket: @unchecked Sendable {
     /// may start go to `freedOn` (the transport where a connection was freed; without one, each to
     /// its own), started there by `startHere` when the caller is that transport's thread.
     func release(freedOn: CurlTransport? = nil, startHere: ((CurlTransfer) -> Void)? = nil) {
-        let go = gate.state.withLockedValue { gate.release(self, freedOn: freedOn, &$0) }
+        let (go, next) = gate.state.withLockedValue { gate.release(self, freedOn: freedOn, &$0) }
+        next?.admitted?()
         for (transfer, transport) in go {
             if let startHere, transport === freedOn {
                 startHere(transfer)
