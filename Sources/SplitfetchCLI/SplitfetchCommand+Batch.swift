@@ -65,12 +65,20 @@ extension SplitfetchCommand {
         var files: [BatchFile] = []
         var early: [(Int, Result<DownloadStatistics, DownloadError>)] = []
         var indexOfFile: [Int] = []
+        // The first URL saved under a name has it: a later one is refused before it begins (as
+        // it would be at its end, the name taken), instead of being downloaded for nothing.
+        var firstWithName: [String: Int] = [:]
         for (index, url) in list.enumerated() {
             let name = defaultFileName(forURL: url)
             let path = destinationOf[index] ?? directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
             var fileOptions = options
             fileOptions.mirrors.urls = mirrorsOf[index]
             do throws(DownloadError) {
+                if let first = firstWithName[path] {
+                    throw DownloadError(.outputExists,
+                        "\(path) is also where \(redactedURL(list[first])), earlier in the list, is saved; \(redactedURL(url)) is not downloaded")
+                }
+                firstWithName[path] = index
                 try fileOptions.validate()
                 fileOptions.integrity.expectedDigests = try expected(from: checksums, path: path, url: url)
             } catch {
