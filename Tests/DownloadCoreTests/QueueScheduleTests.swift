@@ -222,6 +222,30 @@ struct QueueScheduleTests {
         #expect(queue.ended("a", .completed).isEmpty)  // not running
     }
 
+    /// One of the operations both random tests make, by `roll` (0–8): an add (anywhere, perhaps
+    /// paused, with or without a host), a pause, resume, removal, move or new priority of any
+    /// download, or a changed maximum or per-host cap.
+    static func commonOperation(_ roll: UInt64, _ queue: inout QueueSchedule, _ random: inout SplitMix64,
+                                added: inout Int) -> [Action] {
+        let entries = queue.entries
+        func any() -> String { entries.isEmpty ? "none" : entries[Int(random.next() % UInt64(entries.count))].id }
+        switch roll {
+        case 0, 1, 2:
+            added += 1
+            let position = random.next() % 3 == 0 ? Int(random.next() % UInt64(entries.count + 1)) : nil
+            return queue.add("d\(added)", priority: Int(random.next() % 3), at: position, paused: random.next() % 4 == 0,
+                             host: random.next() % 3 == 0 ? nil : "h\(random.next() % 3)")
+        case 3: return queue.pause(any())
+        case 4: return queue.resume(any())
+        case 5: return queue.remove(any())
+        case 6: return queue.move(any(), to: Int(random.next() % UInt64(entries.count + 1)))
+        case 7: return queue.setPriority(any(), Int(random.next() % 3))
+        default:
+            return random.next() % 2 == 0 ? queue.setMaximumActive(Int(random.next() % 5))
+                : queue.setMaximumPerHost(random.next() % 2 == 0 ? nil : 1 + Int(random.next() % 2))
+        }
+    }
+
     /// Seeded random operations (adds anywhere, pauses, resumes, removals, moves, priorities,
     /// transfers, ends, changed maxima and caps). After each one the queue's starts obey its rules,
     /// checked from what it shows (its entries), not from how it keeps them:
@@ -235,30 +259,18 @@ struct QueueScheduleTests {
         var added = 0
         for _ in 0..<300 {
             let entries = queue.entries
-            let any = { entries.isEmpty ? "none" : entries[Int(random.next() % UInt64(entries.count))].id }
             let actions: [Action]
             switch random.next() % 12 {
-            case 0, 1, 2:
-                added += 1
-                let position = random.next() % 3 == 0 ? Int(random.next() % UInt64(entries.count + 1)) : nil
-                actions = queue.add("d\(added)", priority: Int(random.next() % 3), at: position, paused: random.next() % 4 == 0,
-                                    host: random.next() % 3 == 0 ? nil : "h\(random.next() % 3)")
-            case 3: actions = queue.pause(any())
-            case 4: actions = queue.resume(any())
-            case 5: actions = queue.remove(any())
-            case 6: actions = queue.move(any(), to: Int(random.next() % UInt64(entries.count + 1)))
-            case 7: actions = queue.setPriority(any(), Int(random.next() % 3))
-            case 8, 9:
+            case 0, 1:
                 let holding = entries.filter(\.holdsSlot)
                 actions = holding.isEmpty ? [] : queue.transferred(holding[Int(random.next() % UInt64(holding.count))].id)
-            case 10:
+            case 2:
                 let running = entries.filter(\.running)
                 let outcomes: [QueueSchedule.Outcome] = [.completed, .failed, .stopped]
                 actions = running.isEmpty ? [] : queue.ended(running[Int(random.next() % UInt64(running.count))].id,
                                                              outcomes[Int(random.next() % 3)])
-            default:
-                actions = random.next() % 2 == 0 ? queue.setMaximumActive(Int(random.next() % 5))
-                    : queue.setMaximumPerHost(random.next() % 2 == 0 ? nil : 1 + Int(random.next() % 2))
+            case let roll:
+                actions = Self.commonOperation(roll % 9, &queue, &random, added: &added)
             }
             let now = queue.entries
             let held = Dictionary(grouping: now.filter(\.holdsSlot), by: { $0.host ?? "" }).mapValues(\.count)
@@ -352,30 +364,18 @@ struct QueueScheduleTests {
         var added = 0
         for _ in 0..<300 {
             let entries = queue.entries
-            let any = { entries.isEmpty ? "none" : entries[Int(random.next() % UInt64(entries.count))].id }
             let pick = { (among: [QueueSchedule.Entry]) in among.isEmpty ? "none" : among[Int(random.next() % UInt64(among.count))].id }
             let actions: [Action]
             switch random.next() % 14 {
-            case 0, 1, 2:
-                added += 1
-                let position = random.next() % 3 == 0 ? Int(random.next() % UInt64(entries.count + 1)) : nil
-                actions = queue.add("d\(added)", priority: Int(random.next() % 3), at: position, paused: random.next() % 4 == 0,
-                                    host: random.next() % 3 == 0 ? nil : "h\(random.next() % 3)")
-            case 3: actions = queue.pause(any())
-            case 4: actions = queue.resume(any())
-            case 5: actions = queue.remove(any())
-            case 6: actions = queue.move(any(), to: Int(random.next() % UInt64(entries.count + 1)))
-            case 7: actions = queue.setPriority(any(), Int(random.next() % 3))
-            case 8, 9:
+            case 0, 1:
                 // The gate lets one go only while a permit is free: fewer hold one than the maximum.
                 actions = queue.slotsHeld < queue.maximumActive ? queue.admitted(pick(entries.filter(\.readied))) : []
-            case 10: actions = queue.transferred(pick(entries.filter { $0.holdsSlot || $0.readied }))
-            case 11:
+            case 2: actions = queue.transferred(pick(entries.filter { $0.holdsSlot || $0.readied }))
+            case 3:
                 let outcomes: [QueueSchedule.Outcome] = [.completed, .failed, .stopped]
                 actions = queue.ended(pick(entries.filter(\.running)), outcomes[Int(random.next() % 3)])
-            default:
-                actions = random.next() % 2 == 0 ? queue.setMaximumActive(Int(random.next() % 5))
-                    : queue.setMaximumPerHost(random.next() % 2 == 0 ? nil : 1 + Int(random.next() % 2))
+            case let roll:
+                actions = Self.commonOperation(roll % 9, &queue, &random, added: &added)
             }
             let now = queue.entries
             let taken = Dictionary(grouping: now.filter { $0.holdsSlot || $0.readied }, by: { $0.host ?? "" }).mapValues(\.count)
