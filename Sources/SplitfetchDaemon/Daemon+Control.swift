@@ -44,8 +44,6 @@ extension Daemon {
         try await recordQueueState(gids)
     }
 
-    /// How long a pause, resume or removal in a fleet waits for the queue's database.
-    static let commandSeconds = 10.0
 
     /// A change of state made in the fleet's database; the daemon's copy and its clients learn
     /// it at once, the daemon that runs a job when it hears. Returns how many jobs changed.
@@ -56,13 +54,13 @@ extension Daemon {
         // a stop, which waits for the requests under way.
         let store = fleet.store
         let changed: [PostgresJobStore.Row]
-        switch await within(seconds: Self.commandSeconds, { try await store.command(gids, to: target, from: Array(from)) }) {
+        switch await within(seconds: commandSeconds, { try await store.command(gids, to: target, from: Array(from)) }) {
         case .success(let rows):
             changed = rows
         case .failure(let error):
             throw RPCError.failed("the queue's database did not take the change: \(PostgresJobStore.describe(error))")
         case nil:
-            throw RPCError.failed("the queue's database did not answer in \(Int(Self.commandSeconds)) s: "
+            throw RPCError.failed("the queue's database did not answer in \(Int(commandSeconds)) s: "
                                   + "the change may or may not be made (list the queue)")
         }
         apply(changed, asked: changed.map(\.job.gid), fleet)

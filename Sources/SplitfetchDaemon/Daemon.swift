@@ -31,6 +31,8 @@ public final class Daemon: Sendable {
     let limits: ScheduleRunner
     /// What runs when a download finishes.
     let hooks: Hooks
+    /// How long a pause, resume or removal in a fleet waits for the queue's database.
+    let commandSeconds: Double
     let webhook: Webhook?
     /// The daemon's part in a fleet, when the queue is in PostgreSQL (``Fleet``); `nil` for a
     /// queue of its own.
@@ -63,17 +65,19 @@ public final class Daemon: Sendable {
     ///     a shared queue, over every daemon of the fleet (``FleetHostSlots``). `nil` for no cap.
     ///   - leaseSeconds: with a shared queue (a ``PostgresJobStore``), how long a claim holds a
     ///     job without renewal; `pollSeconds`, how often a worker looks for jobs when no
-    ///     notification wakes it.
+    ///     notification wakes it; `commandSeconds`, how long a pause, resume or removal waits
+    ///     for its database before it is refused (it may or may not have been made).
     public init(store: any JobStore, root: DownloadRoot, maximumActive: Int = 5, maximumPerHost: Int? = nil,
                 maximumConnectionsPerHost: Int? = nil, bytesPerSecond: Int64? = nil,
                 schedule: String? = nil, hooks: Hooks = Hooks(), webhook: Webhook? = nil,
                 defaults: DownloadOptions = DownloadOptions(), leaseSeconds: Double = 30, pollSeconds: Double = 5,
-                logger: Logger) async throws {
+                commandSeconds: Double = 10, logger: Logger) async throws {
         let fleet = (store as? PostgresJobStore).map {
             Fleet(store: $0, leaseSeconds: leaseSeconds, pollSeconds: pollSeconds, hostCap: maximumConnectionsPerHost)
         }
         self.fleet = fleet
         self.hooks = hooks
+        self.commandSeconds = commandSeconds
         self.webhook = webhook
         let parsedSchedule: BandwidthSchedule?
         do {
