@@ -119,12 +119,12 @@ public final class DownloadQueue: Sendable {
     ///     ``shutdown()``.
     ///   - maximumActive: downloads running at once (at least 1).
     ///   - bytesPerSecond: the queue's rate limit, over every download; `nil` for none.
-    ///   - readyAhead: start as many more ahead, still waiting, their local checks done and their
-    ///     first request parked at a ``NetworkGate``, so that a download whose network part ends
-    ///     hands its place straight to a ready one (``QueueSchedule/readiesAhead``). On a list of
-    ///     many small files this saves a chain of thread hand-offs per file and round trip. Not
-    ///     over a session with a cap on connections per host: a download ready at the gate would
-    ///     hold a connection of its host that a running one could use.
+    ///   - readyAhead: start as many more ahead, still waiting in every view, their local checks
+    ///     done and their first request parked at the queue's network gate, so that a download
+    ///     whose network part ends hands its place straight to a ready one. On a list of many
+    ///     small files this saves a chain of thread hand-offs per file and round trip. Not over a
+    ///     session with a cap on connections per host: a download ready at the gate would hold a
+    ///     connection of its host that a running one could use.
     public convenience init(session: Session? = nil, maximumActive: Int = 5, bytesPerSecond: Int64? = nil,
                             readyAhead: Bool = false) {
         self.init(session: session, maximumActive: maximumActive, bytesPerSecond: bytesPerSecond, readyAhead: readyAhead,
