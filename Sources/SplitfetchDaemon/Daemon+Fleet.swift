@@ -169,7 +169,7 @@ extension Daemon {
     private func finishAdopted(_ job: Job, _ fleet: Fleet) {
         fleet.state.withLockedValue { _ = $0.ended.insert(job.gid) }
         state.withLockedValue { $0.store(job) }
-        writer.persistSoon([job.gid])
+        writer.persistSoon([job.gid], whileHeld: true)
         if let method = Self.notification(for: job.state) { notify(Notification(method: method, gid: job.gid)) }
         fleet.wake()
     }

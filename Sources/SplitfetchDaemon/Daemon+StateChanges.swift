@@ -41,7 +41,7 @@ extension Daemon {
             return (true, Self.notification(for: snapshot.state))
         }
         guard changed else { return }
-        writer.persistSoon([gid])
+        writer.persistSoon([gid], whileHeld: fleet != nil)
         if snapshot.state.isFinal {
             queue.forget(gid)
             // In a fleet the job stays held until its end is read back from the database: until

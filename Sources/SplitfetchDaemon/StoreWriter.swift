@@ -11,6 +11,11 @@ import NIOConcurrencyHelpers
 /// completed or writes) is written again group by group, each waiter's jobs together and each
 /// job nobody waits for alone: the refusal reaches only the writes it concerns, and is not
 /// retried.
+///
+/// In a fleet, a change of a download's state is written only while the daemon still holds the
+/// job's lease when its batch is read (``persistSoon(_:whileHeld:)``). A job let go meanwhile
+/// (paused through another daemon, say) has the database's record in the copy: written back
+/// later, after an unpause and a new claim by this same daemon, it undid the unpause.
 final class StoreWriter: Sendable {
     let store: any JobStore
     /// The records of these jobs as they are now (the daemon's), read when a batch is written,
@@ -43,6 +48,8 @@ final class StoreWriter: Sendable {
     private struct Pending {
         /// Jobs to write that nobody waits for.
         var upserts: [String] = []
+        /// Those of `upserts` written only while the daemon holds them (a fleet's lease).
+        var whileHeld: Set<String> = []
         /// Waiters not in a batch yet.
         var waiting: [Waiter] = []
         /// Waiters whose batch is being written; answered once (``abandonWaiters(_:)`` may
@@ -86,9 +93,13 @@ final class StoreWriter: Sendable {
     /// Writes these jobs' records soon, without waiting: for changes nobody is answered about
     /// (the queue's own state changes), so that they share transactions instead of each waiting
     /// for a sync in turn, gathered for ``gatheringTime`` first. ``flush()`` waits for them.
-    func persistSoon(_ gids: [String]) {
+    ///
+    /// `whileHeld`: a fleet's daemon records the downloads it runs under their leases; a job no
+    /// longer held when its batch is read is not written (its record is the database's then).
+    func persistSoon(_ gids: [String], whileHeld: Bool = false) {
         let start = state.withLockedValue { pending -> Bool in
             pending.upserts += gids
+            if whileHeld { pending.whileHeld.formUnion(gids) }
             defer { pending.running = true }
             return !pending.running
         }
@@ -141,39 +152,45 @@ final class StoreWriter: Sendable {
                 await gathering.value
                 state.withLockedValue { $0.gathering = nil }
             }
-            let batch = state.withLockedValue { pending -> (soon: [String], waiters: [Waiter])? in
+            let batch = state.withLockedValue { pending -> (soon: [String], whileHeld: Set<String>, waiters: [Waiter])? in
                 if pending.waiting.isEmpty && pending.upserts.isEmpty {
                     pending.running = false
                     return nil
                 }
-                let batch = (pending.upserts, pending.waiting)
+                let batch = (pending.upserts, pending.whileHeld, pending.waiting)
                 for waiter in pending.waiting { pending.inFlight[waiter.id] = waiter }
                 pending.upserts = []
+                pending.whileHeld = []
                 pending.waiting = []
                 return batch
             }
             guard let batch else { break }
-            // Each record as it is now: a later change already in memory is written too.
-            let write = { (upserts: [String], deletes: [String]) async throws in
+            // Each record as it is now: a later change already in memory is written too. A job
+            // to write only while held and no longer held is left out (a waiter's is not).
+            let write = { (upserts: [String], deletes: [String], whileHeld: Set<String>) async throws in
                 let deleted = Set(deletes)
-                let (jobs, held) = source?.read(Array(Set(upserts).subtracting(deleted))) ?? ([], [])
+                var (jobs, held) = source?.read(Array(Set(upserts).subtracting(deleted))) ?? ([], [])
+                if !whileHeld.isEmpty { jobs.removeAll { whileHeld.contains($0.gid) && !held.contains($0.gid) } }
+                guard !jobs.isEmpty || !deleted.isEmpty else { return }
                 try await self.store.save(upserting: jobs, deleting: Array(deleted), held: held)
             }
+            let waited = Set(batch.waiters.flatMap(\.upserts))
+            let whileHeld = batch.whileHeld.subtracting(waited)
             let groups = batch.waiters.count + batch.soon.count
             var retry: [String] = []
             do {
-                try await write(batch.soon + batch.waiters.flatMap(\.upserts), batch.waiters.flatMap(\.deletes))
+                try await write(batch.soon + batch.waiters.flatMap(\.upserts), batch.waiters.flatMap(\.deletes), whileHeld)
                 for waiter in batch.waiters { answer(waiter, nil) }
             } catch let refusal as StoreError where refusal.isRefusal && groups > 1 {
                 for waiter in batch.waiters {
-                    do { try await write(waiter.upserts, waiter.deletes); answer(waiter, nil) } catch {
+                    do { try await write(waiter.upserts, waiter.deletes, []); answer(waiter, nil) } catch {
                         failed(error)
                         answer(waiter, error)
                         if !((error as? StoreError)?.isRefusal ?? false) { retry += waiter.upserts }
                     }
                 }
                 for gid in Set(batch.soon) {
-                    do { try await write([gid], []) } catch {
+                    do { try await write([gid], [], whileHeld.intersection([gid])) } catch {
                         failed(error)
                         if !((error as? StoreError)?.isRefusal ?? false) { retry.append(gid) }
                     }
@@ -193,6 +210,7 @@ final class StoreWriter: Sendable {
             let again = state.withLockedValue { pending -> Bool in
                 guard !pending.closing else { return false }
                 pending.upserts += retry
+                pending.whileHeld.formUnion(whileHeld.intersection(retry))
                 return true
             }
             if again {

@@ -315,6 +315,44 @@ struct JobStoreTests {
         }
     }
 
+    /// The race `e2e-fleet` lost once in CI: a daemon's write of a download's start, read after a
+    /// pause let the job go (its copy the paused row), reached the database after an unpause and
+    /// this daemon's new claim; the row named this worker, so the pause came back and the job
+    /// stayed paused. A state change is written only while its job is held when it is read.
+    @Test(.enabled(if: PostgresServer.url != nil)) func aStateChangeReadAfterItsJobWasLetGoIsNotWrittenOverANewClaim() async throws {
+        try await PostgresServer.withDatabase { address in
+            let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
+            let b = try await PostgresJobStore(address, worker: "b", logger: PostgresServer.quiet)
+            let job = Self.waitingJobs(1)[0]
+            try await a.save(upserting: [job], deleting: [])
+            #expect(try await b.claim(owner: "b", count: 1, seconds: 60).map(\.gid) == [job.gid])
+            // Paused through "a", then unpaused, and claimed by "b" again.
+            let paused = try #require(try await a.command([job.gid], to: .paused, from: [.active]).first?.job)
+            _ = try await a.command([job.gid], to: .waiting, from: [.paused])
+            #expect(try await b.claim(owner: "b", count: 1, seconds: 60).map(\.gid) == [job.gid])
+            // "b"'s writer reads its copy as it was between the pause and the unpause.
+            let copy = NIOLockedValueBox((job: paused, held: Set<String>()))
+            let writer = StoreWriter(store: b) { _ in }
+            writer.readRows { gids in copy.withLockedValue { copy in (gids.map { _ in copy.job }, copy.held) } }
+            writer.persistSoon([job.gid], whileHeld: true)
+            await writer.flush()
+            let row = try #require(try await a.load([job.gid]).first)
+            #expect(row.job.state == .active)
+            #expect(row.holder == "b")
+            // Held when read: written (the row is the daemon's to write).
+            copy.withLockedValue { copy in
+                copy.job.state = .complete
+                copy.held = [job.gid]
+            }
+            writer.persistSoon([job.gid], whileHeld: true)
+            await writer.flush()
+            #expect(try await a.load([job.gid]).first?.job.state == .complete)
+            await writer.close()
+            await b.close()
+            await a.close()
+        }
+    }
+
     @Test(.enabled(if: PostgresServer.url != nil)) func oneUnfinishedJobPerFileAcrossTheFleet() async throws {
         try await PostgresServer.withDatabase { address in
             let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
