@@ -66,7 +66,8 @@ public final class Daemon: Sendable {
     ///   - leaseSeconds: with a shared queue (a ``PostgresJobStore``), how long a claim holds a
     ///     job without renewal; `pollSeconds`, how often a worker looks for jobs when no
     ///     notification wakes it; `commandSeconds`, how long a pause, resume or removal waits
-    ///     for its database before it is refused (it may or may not have been made).
+    ///     for its database before it is refused (it may or may not have been made), and how
+    ///     long a stop waits for its last writes and for the leases to be let go.
     public init(store: any JobStore, root: DownloadRoot, maximumActive: Int = 5, maximumPerHost: Int? = nil,
                 maximumConnectionsPerHost: Int? = nil, bytesPerSecond: Int64? = nil,
                 schedule: String? = nil, hooks: Hooks = Hooks(), webhook: Webhook? = nil,
@@ -208,7 +209,7 @@ public final class Daemon: Sendable {
             // is not lost: the leases expire, and the worker that claims a job finds its data
             // (a finished file is recognised as such).
             let (writer, logger) = (writer, logger)
-            let done = await within(seconds: Self.databaseStopSeconds) {
+            let done = await within(seconds: commandSeconds) {
                 await writer.close()
                 // The jobs it ran wait again, for any worker, at once (their data is kept).
                 do { try await fleet.store.release(owner: fleet.worker) } catch {
@@ -217,7 +218,7 @@ public final class Daemon: Sendable {
             }
             if !done {
                 logger.warning("the queue's database did not answer: the last changes are not written; the leases expire",
-                               metadata: ["waited": "\(Int(Self.databaseStopSeconds)) s", "lease": "\(Int(fleet.leaseSeconds)) s"])
+                               metadata: ["waited": "\(Int(commandSeconds)) s", "lease": "\(Int(fleet.leaseSeconds)) s"])
             }
         } else {
             await writer.close()
@@ -233,9 +234,6 @@ public final class Daemon: Sendable {
         writer.abandonWaiters(RPCError.failed(
             "the daemon is stopping before the queue's database answered: the change may or may not be saved (list the queue)"))
     }
-
-    /// How long a stop waits for the queue's database (its last writes, the leases let go).
-    static let databaseStopSeconds = 10.0
 
     func notify(_ notification: Notification) {
         for listener in listeners.withLockedValue({ Array($0.values) }) { listener.yield(notification) }

@@ -44,8 +44,10 @@ struct TestFailure: Error, CustomStringConvertible {
 let testSecret = "0123456789abcdef0123456789abcdef"
 
 /// A daemon on `store` (by default the SQLite file in `dir/state`), downloading to `dir/root`.
-/// A fleet's command waits 10 s for its database, as in production, or 45 s under ThreadSanitizer:
-/// there every suite runs at once, and a pause in a full run once took longer than 10 s.
+/// A fleet's command, and its stop's last writes, wait 10 s for its database, as in production, or
+/// 45 s under ThreadSanitizer: there every suite runs at once, and a pause in a full run once took
+/// longer than 10 s (and a stop's writes once did: the restarted daemon found a job completed
+/// before the stop still waiting).
 func makeDaemon(_ dir: String, maximumActive: Int = 3, store given: (any JobStore)? = nil,
                 leaseSeconds: Double = 30,
                 commandSeconds: Double = getenv("SPLITFETCH_UNDER_TSAN") != nil ? 45 : 10) async throws -> (Daemon, Aria2RPC) {
@@ -252,8 +254,8 @@ struct DaemonTests {
     }
 
     /// A daemon told to stop while its claim waits for a database that stopped answering still
-    /// stops: the claim is left (5 s), and the database's part of the stop has its limits (10 s,
-    /// then 5 s to close). The bound of 90 s only tells that hang (the stop waited for the claim
+    /// stops: the claim is left (5 s), and the database's part of the stop has its limits (the
+    /// command time, 10 s or 45 s under ThreadSanitizer, then 5 s to close). The bound of 90 s only tells that hang (the stop waited for the claim
     /// for ever) from a stop.
     @Test(.enabled(if: PostgresServer.url != nil))
     func aDaemonStopsWhileItsClaimWaitsForADatabaseThatStoppedAnswering() async throws {
