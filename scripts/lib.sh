@@ -142,7 +142,7 @@ make_test_certificates() {
 # PostgreSQL 15 from Debian's packages on 127.0.0.1: a cluster made with initdb in DIR (owned by
 # the postgres user when run as root: initdb refuses root), on a private port, a role with a
 # random password. Sets PG_PORT, PG_PID (the postmaster, stopped by stop_postgres) and
-# PG_PASSWORD. Usage: start_postgres DIR
+# PG_PASSWORD. Usage: start_postgres DIR [SERVER-OPTIONS] (more `-c name=value` for the server).
 start_postgres() {
   local dir=$1 bin=/usr/lib/postgresql/15/bin as=()
   PG_PORT=$(free_port)
@@ -155,7 +155,7 @@ start_postgres() {
     || { cat "$dir/initdb.log" >&2; return 1; }
   rm -f "$dir/pwfile"
   "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $dir -c max_connections=200" start >/dev/null \
+    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $dir -c max_connections=200 ${2:-}" start >/dev/null \
     || { cat "$dir/server.log" >&2; return 1; }
   PG_PID=$(head -1 "$dir/data/postmaster.pid")
 }

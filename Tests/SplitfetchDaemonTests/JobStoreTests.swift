@@ -381,26 +381,29 @@ struct JobStoreTests {
         }
     }
 
+    /// Slots of one host are shared up to its cap, across workers. Their leases last an hour: in
+    /// a full run under ThreadSanitizer the steps once spanned more than a minute, and the
+    /// slots taken first had expired.
     @Test(.enabled(if: PostgresServer.url != nil)) func hostSlotsAreSharedAcrossWorkersUpToTheCap() async throws {
         try await PostgresServer.withDatabase { address in
             let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
             let b = try await PostgresJobStore(address, worker: "b", logger: PostgresServer.quiet)
-            let first = try await a.takeSlots(host: "h:80", count: 5, cap: 8, seconds: 60)
+            let first = try await a.takeSlots(host: "h:80", count: 5, cap: 8, seconds: 3600)
             #expect(first.count == 5)
-            let second = try await b.takeSlots(host: "h:80", count: 5, cap: 8, seconds: 60)
+            let second = try await b.takeSlots(host: "h:80", count: 5, cap: 8, seconds: 3600)
             #expect(second.count == 3)
             #expect(Set(first).isDisjoint(with: second))
-            let others = try await b.takeSlots(host: "other:80", count: 2, cap: 2, seconds: 60)
+            let others = try await b.takeSlots(host: "other:80", count: 2, cap: 2, seconds: 3600)
             #expect(others.count == 2)
             // A renewal names the slots it keeps (here: one, expired at once, to see it touched);
             // the other, whose release never reached the database, is not renewed.
             try await b.renewSlots(seconds: -1, held: ["other:80": [others[0]]])
-            #expect(try await a.takeSlots(host: "other:80", count: 2, cap: 2, seconds: 60) == [others[0]])
+            #expect(try await a.takeSlots(host: "other:80", count: 2, cap: 2, seconds: 3600) == [others[0]])
             try await a.releaseSlots(host: "h:80", slots: Array(first.prefix(2)))
-            #expect(try await b.takeSlots(host: "h:80", count: 5, cap: 8, seconds: 60).count == 2)
+            #expect(try await b.takeSlots(host: "h:80", count: 5, cap: 8, seconds: 3600).count == 2)
             // A worker that starts again frees what its earlier run held.
             try await a.freeOwnSlots()
-            #expect(try await b.takeSlots(host: "h:80", count: 5, cap: 8, seconds: 60).count == 3)
+            #expect(try await b.takeSlots(host: "h:80", count: 5, cap: 8, seconds: 3600).count == 3)
             await b.close()
             await a.close()
         }
