@@ -54,8 +54,13 @@ extension SplitfetchCommand {
         let directory = output.directory
         // Made once, not once per URL.
         if let directory, let problem = Self.createDirectories(directory) { return fail(.fileIO, problem) }
+        // A transport thread per file at once, so each connection turns round on its own; not
+        // when a file may come over HTTP/2, whose streams share a connection per thread.
+        let mayMultiplex = options.http2 != .never
+            && (list + mirrorsOf.joined()).contains { $0.utf8.prefix(8).lazy.map { $0 | 0x20 }.elementsEqual("https://".utf8) }
         let session = Session(maximumConnectionsPerHost: transfer.maxConnectionsPerHost,
-                              maximumConnections: max(8, jobs * options.connections))
+                              maximumConnections: max(8, jobs * options.connections),
+                              threads: mayMultiplex ? nil : Session.transportThreads(downloadsAtOnce: jobs))
         let quiet = output.quiet
         let started = ContinuousClock.now
         let log: EventLog?

@@ -41,6 +41,26 @@ extension TransportChoiceTests {
     }
 }
 
+extension TransportChoiceTests {
+    /// A batch gets a transport thread per download at once, at most 16, never fewer than the
+    /// default (one per core, at most four).
+    @Test func aBatchHasAThreadPerDownloadAtOnce() async {
+        let byDefault = Session.defaultThreads
+        #expect((1...4).contains(byDefault))
+        #expect(Session.transportThreads(downloadsAtOnce: 0) == byDefault)
+        #expect(Session.transportThreads(downloadsAtOnce: 1) == byDefault)
+        #expect(Session.transportThreads(downloadsAtOnce: 8) == 8)
+        #expect(Session.transportThreads(downloadsAtOnce: 16) == 16)
+        #expect(Session.transportThreads(downloadsAtOnce: 500) == 16)
+        let batch = Session(threads: Session.transportThreads(downloadsAtOnce: 6))
+        #expect(batch.transports.count == 6)
+        await batch.shutdown()
+        let session = Session()
+        #expect(session.transports.count == byDefault)
+        await session.shutdown()
+    }
+}
+
 /// HTTP/2 is negotiated by TLS: a request that may go over it waits for a connection to multiplex
 /// on only over `https`. Over `http` it is HTTP/1.1 whatever is asked, and waiting held every
 /// request to a host until the first response had come back.

@@ -13,11 +13,13 @@ import Glibc
 /// await session.shutdown()
 /// ```
 ///
-/// A session has one transport thread per core (at most four). Without a per-host cap, each
-/// download runs on the one with the fewest transfers under way when it starts, the first on a
-/// tie: downloads one after another all use the first, and its kept-alive connections;
-/// downloads side by side spread over the cores. With a cap, every download of a host runs on
-/// the same thread, so the host's kept-alive connections are in one cache and counted once.
+/// A session has one transport thread per core (at most four) unless told otherwise; a batch of
+/// many files at once over HTTP/1.1 wants one per file
+/// (``transportThreads(downloadsAtOnce:)``). Without a per-host cap, each download runs on the
+/// one with the fewest transfers under way when it starts, the first on a tie: downloads one after another all use the first, and its kept-alive
+/// connections; downloads side by side spread over the threads. With a cap, every download of a
+/// host runs on the same thread, so the host's kept-alive connections are in one cache and
+/// counted once.
 ///
 /// **Per-host cap.** With `maximumConnectionsPerHost`, every request of every download in the
 /// session holds a slot of its host (`host:port`) from before it is sent until its transfer
@@ -45,7 +47,7 @@ public final class Session: Sendable {
     ///     ends.
     public init(maximumConnectionsPerHost: Int? = nil, maximumConnections: Int = 64, threads: Int? = nil,
                 sharedHostCap: (any SharedHostCap)? = nil) {
-        let count = max(1, threads ?? min(4, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
+        let count = max(1, threads ?? Self.defaultThreads)
         let share = (max(1, maximumConnections) + count - 1) / count
         let perHost = maximumConnectionsPerHost.map { max(1, $0) }
         let closes = sharedHostCap != nil
@@ -55,6 +57,23 @@ public final class Session: Sendable {
         limiter = perHost.map { HostLimiter(cap: $0) }
         sharedCap = sharedHostCap
     }
+
+    /// Transport threads for `jobs` downloads at once: one per download (at most 16), and never
+    /// fewer than the default, one per core (at most four).
+    ///
+    /// One thread reads every connection that is ready before it answers any. When a list's
+    /// connections run in step (many small files over one round trip, each answer arriving with
+    /// the others), each file's next request waited for the other answers on its thread to be
+    /// read and handled. With a thread per download, each connection turns round on its own, as
+    /// `wget2`'s threads do. An idle thread costs no CPU, and none starts before its first
+    /// transfer. Not for files that may come over HTTP/2: a host's streams share a connection per
+    /// thread, so more threads would open more connections to it.
+    public static func transportThreads(downloadsAtOnce jobs: Int) -> Int {
+        max(defaultThreads, min(max(1, jobs), 16))
+    }
+
+    /// One transport thread per core, at most four.
+    static var defaultThreads: Int { max(1, min(4, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))) }
 
     /// The per-host cap, if any.
     public var maximumConnectionsPerHost: Int? { limiter?.cap }
@@ -105,6 +124,8 @@ public final class Session: Sendable {
     /// Ends the transport threads and waits for them; downloads still running end as interrupted.
     /// When this returns, no thread of the session is inside libcurl, so the process may exit.
     public func shutdown() async {
+        // Every thread told first, so they end side by side rather than one after another.
+        for transport in transports { transport.requestShutdown() }
         for transport in transports { await transport.shutdown() }
     }
 
