@@ -3,7 +3,9 @@
 
 /// Decodes `%XX` escapes; invalid escapes are kept as they are; invalid UTF-8 is repaired.
 package func percentDecoded(_ text: Substring) -> String {
-    String(decoding: percentDecodedBytes(text), as: UTF8.self)
+    // Most names have no escape: no arrays made for them.
+    guard text.utf8.contains(37) else { return String(text) }
+    return String(decoding: percentDecodedBytes(text), as: UTF8.self)
 }
 
 /// The bytes of a `%XX`-encoded string; invalid escapes are kept as they are.

@@ -18,11 +18,7 @@ extension SplitfetchCommand {
         var destinationOf = urls.map { _ in String?.none }
         if let inputFile = input.inputFile {
             guard let text = readText(inputFile) else { return fail(.usage, "cannot read \(inputFile)") }
-            // aria2's convention: URLs of one file on one line, separated by tabs; the first is
-            // probed, the others are its mirrors.
-            for line in text.split(whereSeparator: \.isNewline).map({ String($0).trimmingCharacters() })
-            where !line.isEmpty && !line.hasPrefix("#") {
-                let sources = line.split(separator: "\t").map { String($0).trimmingCharacters() }.filter { !$0.isEmpty }
+            for sources in Self.inputSources(text) {
                 collected.append(sources[0])
                 mirrorsOf.append(Array(sources.dropFirst()))
                 destinationOf.append(nil)
@@ -149,6 +145,32 @@ extension SplitfetchCommand {
             writeOut(String(decoding: data, as: UTF8.self) + "\n")
         }
         return .success
+    }
+
+    /// An input file's lines (`-i`), each as its sources, in aria2's convention: the URLs of one
+    /// file on one line, separated by tabs; the first is probed, the others are its mirrors.
+    /// Blank lines and lines beginning with `#` are skipped.
+    static func inputSources(_ text: String) -> [[String]] {
+        func sources(of line: String) -> [String]? {
+            guard !line.isEmpty, !line.hasPrefix("#") else { return nil }
+            return line.split(separator: "\t").map { String($0).trimmingCharacters() }.filter { !$0.isEmpty }
+        }
+        // A list of thousands of URLs is read before the first request: in ASCII (as URLs almost
+        // always are), split and trimmed on bytes, not characters, to the same lines.
+        guard text.utf8.allSatisfy({ $0 < 0x80 }) else {
+            return text.split(whereSeparator: \.isNewline).compactMap { sources(of: String($0).trimmingCharacters()) }
+        }
+        let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
+        func trimmed(_ bytes: Substring.UTF8View) -> Substring.UTF8View? {
+            guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
+                return nil
+            }
+            return bytes[first...last]
+        }
+        return text.utf8.split(whereSeparator: { (0x0A...0x0D).contains($0) }).compactMap { line in
+            guard let line = trimmed(line), line.first != UInt8(ascii: "#") else { return nil }
+            return line.split(separator: 0x09).compactMap { field in trimmed(field).map { String(Substring($0)) } }
+        }
     }
 
     /// Runs the files of a batch through a ``DownloadQueue`` over the session, printing a line as

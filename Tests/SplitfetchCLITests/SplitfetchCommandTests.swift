@@ -78,6 +78,23 @@ struct CommandParsingTests {
 @Suite("Progress lines")
 struct ProgressLineTests {
     /// A stream of a shared HTTP/2 connection says so; a connection of its own does not.
+    /// An input file's lines, read on bytes when ASCII and on characters otherwise, to the same
+    /// sources: tabs between mirrors, spaces and blank lines and `#` comments dropped, every kind of
+    /// line end.
+    @Test("an input file's lines and their mirrors", arguments: [
+        ("http://a/1\nhttp://a/2\n", [["http://a/1"], ["http://a/2"]]),
+        ("  http://a/1 \t http://b/1\t\thttp://c/1  \r\n\r\n# comment\n\t\n  #x\n", [["http://a/1", "http://b/1", "http://c/1"]]),
+        ("http://a/1\rhttp://a/2\u{0B}http://a/3\u{0C}http://a/4", [["http://a/1"], ["http://a/2"], ["http://a/3"], ["http://a/4"]]),
+        ("", []),
+        ("\n\n", []),
+    ])
+    func inputLines(text: String, expected: [[String]]) {
+        #expect(SplitfetchCommand.inputSources(text) == expected)
+        // The same text with one non-ASCII line takes the other path, to the same lines.
+        #expect(SplitfetchCommand.inputSources(text + "\n# caf\u{e9}\n") == expected)
+        #expect(SplitfetchCommand.inputSources(text + "\nhttp://h/caf\u{e9}\n") == expected + [["http://h/caf\u{e9}"]])
+    }
+
     @Test func anHTTP2StreamIsMarked() {
         let stream = ProgressRenderer.connectionLine(ConnectionProgress(id: 2, state: .receiving, bytes: 1 << 20, http2: true))
         let own = ProgressRenderer.connectionLine(ConnectionProgress(id: 3, state: .receiving, bytes: 1 << 20))

@@ -250,6 +250,10 @@ struct URLTextTests {
         #expect(defaultFileName(forURL: "https://h") == "index.html")
         #expect(defaultFileName(forURL: "https://h/a/..%2F..%2Fetc%2Fpasswd") == "passwd")
         #expect(defaultFileName(forURL: "https://h/%2e%2e") == "index.html")
+        #expect(defaultFileName(forURL: "https://h/dir/caf\u{e9}.txt#x?y") == "caf\u{e9}.txt")
+        #expect(defaultFileName(forURL: "h/a/b.bin") == "b.bin")
+        #expect(defaultFileName(forURL: "https://h/a/\u{301}b?/c") == "\u{301}b")
+        #expect(defaultFileName(forURL: "https://h/a/?q/x") == "index.html")
     }
 
     @Test func safeNames() {
@@ -265,5 +269,10 @@ struct URLTextTests {
         #expect(safeFileName(" .. .x") == "x")
         #expect(ContentDisposition.fileName("inlinie; filename=\"./\u{0} . nli\"").flatMap(safeFileName) == "nli")
         #expect((safeFileName(String(repeating: "é", count: 300))?.utf8.count ?? 0) <= 255)
+        // A separator, dot or space that a combining mark joins into one character is still one.
+        #expect(safeFileName("a/\u{301}b") == "\u{301}b")
+        #expect(safeFileName(".\u{301}x")?.utf8.first != UInt8(ascii: "."))
+        #expect(safeFileName("x \u{301}") == "x \u{301}")
+        #expect(safeFileName("\u{e9}t\u{e9} ") == "\u{e9}t\u{e9}")
     }
 }
