@@ -185,8 +185,9 @@ extension SplitfetchCommand {
             if case .failure(let e) = result { writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n") }
         }
         let queue = DownloadQueue(session: session, maximumActive: input.jobs, readyAhead: true)
-        // Lifecycle events are never dropped; progress only matters to --events.
-        let events = queue.subscribe(keepingProgress: log == nil ? 1 : 1024)
+        // Lifecycle events are never dropped; progress only matters to --events. Without it,
+        // only each file's end: the reader is woken once per file.
+        let events = queue.subscribe(keepingProgress: log == nil ? 1 : 1024, endsOnly: log == nil)
         let reader = Task {
             for await item in events {
                 guard let event = item.event, let index = Int(item.id) else { continue }

@@ -83,4 +83,40 @@ struct EventSubscriptionTests {
             }
         }
     }
+
+    /// A queue's subscriber for ends only gets each file's last event, once per file, and one
+    /// for states and ends gets both; one for everything gets those and more.
+    @Test func aSubscriberForEndsOnlyGetsOneEventPerFile() async throws {
+        try await withServer { server in
+            try await withTemporaryDirectory { dir in
+                let queue = DownloadQueue(maximumActive: 2)
+                let streams = [queue.subscribe(endsOnly: true), queue.subscribe(statesOnly: true, endsOnly: true),
+                               queue.subscribe(keepingProgress: 1024)]
+                let readers = streams.map { events in
+                    Task {
+                        var seen: [QueueEvent] = []
+                        for await event in events { seen.append(event) }
+                        return seen
+                    }
+                }
+                let ids = (0..<5).map { "f\($0)" }
+                for (index, id) in ids.enumerated() {
+                    try queue.add(server.url(size: 100_000 + Int64(index), name: "\(id).bin", seed: UInt64(index)),
+                                  to: FilePath("\(dir)/\(id).bin"), options: testOptions(connections: 1), id: id)
+                }
+                try queue.add(server.baseURL + "/nothing/here", to: FilePath("\(dir)/gone.bin"),
+                              options: testOptions(connections: 1), id: "gone")
+                await queue.finish()
+                await queue.shutdown()
+                let (ends, both, all) = (await readers[0].value, await readers[1].value, await readers[2].value)
+                #expect(ends.allSatisfy { $0.event?.isLast == true })
+                #expect(ends.map(\.id).sorted() == (ids + ["gone"]).sorted())
+                #expect(ends.first { $0.id == "gone" }?.event?.kind == .failed)
+                #expect(both.filter { $0.event != nil } .map(\.id).sorted() == ends.map(\.id).sorted())
+                #expect(both.allSatisfy { $0.state != nil || $0.event?.isLast == true })
+                #expect(both.filter { $0.state != nil }.count == all.filter { $0.state != nil }.count)
+                #expect(all.count > both.count, "everything is more than states and ends")
+            }
+        }
+    }
 }

@@ -48,7 +48,7 @@ extension Session {
             byID = { id, download in observe(Int(id) ?? 0, download) }
         }
         let queue = DownloadQueue(session: self, maximumActive: max(1, jobs), bytesPerSecond: nil, readyAhead: true, observe: byID)
-        let events = queue.subscribe(keepingProgress: 1)
+        let events = queue.subscribe(keepingProgress: 1, endsOnly: true)
         let work = Task {
             let reader = Task {
                 for await update in events {

@@ -76,8 +76,9 @@ extension DownloadQueue {
     }
 
     private func publish(_ event: QueueEvent, _ state: inout State) {
-        for (id, statesOnly, subscriber) in state.subscribers where (id == nil || id == event.id) && (!statesOnly || event.state != nil) {
-            subscriber.deliver(event)
+        for subscription in state.subscribers
+        where (subscription.id == nil || subscription.id == event.id) && subscription.interest.wants(event) {
+            subscription.subscriber.deliver(event)
         }
     }
 

@@ -29,13 +29,17 @@ extension DownloadQueue {
     /// complete, failed or removed; a whole-queue stream ends at ``shutdown()``. A subscriber
     /// that falls behind loses only its own oldest progress events beyond `keepingProgress`.
     /// With `statesOnly`, the stream has the state changes alone: a subscriber that records
-    /// states is then woken once per change, not for every event of every download.
-    public func subscribe(to id: ID? = nil, keepingProgress: Int = 64, statesOnly: Bool = false) -> QueueEvents {
+    /// states is then woken once per change, not for every event of every download. With
+    /// `endsOnly`, it has each run's last event (``DownloadEvent/isLast``): a subscriber that
+    /// collects results is woken once per run. With both, it has both.
+    public func subscribe(to id: ID? = nil, keepingProgress: Int = 64, statesOnly: Bool = false,
+                          endsOnly: Bool = false) -> QueueEvents {
         let subscriber = EventSubscriber<QueueEvent>(keepingProgress: keepingProgress, isProgress: \.isProgress)
+        let interest = Subscription.Interest(states: statesOnly, ends: endsOnly)
         let ended = state.withLockedValue { state -> Bool in
             if state.closed { return true }
             if let id, state.schedule.entry(id)?.state.isFinal ?? true { return true }
-            state.subscribers.append((id, statesOnly, subscriber))
+            state.subscribers.append(Subscription(id: id, interest: interest, subscriber: subscriber))
             return false
         }
         if ended { subscriber.finish() }

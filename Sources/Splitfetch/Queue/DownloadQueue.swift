@@ -84,7 +84,7 @@ public final class DownloadQueue: Sendable {
     struct State {
         var schedule: QueueSchedule
         var records: [ID: Record] = [:]
-        var subscribers: [(id: ID?, statesOnly: Bool, subscriber: EventSubscriber<QueueEvent>)] = []
+        var subscribers: [Subscription] = []
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
         var closed = false
     }
@@ -359,4 +359,24 @@ extension DownloadState {
     init(_ state: QueueSchedule.State) {
         self.init(rawValue: state.rawValue)
     }
+}
+
+/// A subscriber of a ``DownloadQueue``'s events, and which it wants.
+struct Subscription {
+    /// Which events a subscriber wants: all of them, or only state changes, runs' last events, or
+    /// both.
+    struct Interest {
+        let states: Bool
+        let ends: Bool
+
+        /// Whether `event` is one of them.
+        func wants(_ event: QueueEvent) -> Bool {
+            if !states && !ends { return true }
+            return (states && event.state != nil) || (ends && event.event?.isLast == true)
+        }
+    }
+
+    let id: DownloadQueue.ID?
+    let interest: Interest
+    let subscriber: EventSubscriber<QueueEvent>
 }
