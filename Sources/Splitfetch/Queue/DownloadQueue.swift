@@ -29,7 +29,7 @@ import Glibc
 /// again.
 ///
 /// **Events.** Every state change and every event of every download reaches each subscriber
-/// (``subscribe(to:keepingProgress:statesOnly:)``), in order, at its own pace: a slow subscriber loses only
+/// (``subscribe(to:keepingProgress:statesOnly:endsOnly:)``), in order, at its own pace: a slow subscriber loses only
 /// its own oldest progress events, and never slows a download. The state changes are the seam a
 /// store records to persist the queue.
 ///

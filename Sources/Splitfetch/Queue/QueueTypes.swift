@@ -100,7 +100,7 @@ public struct QueueEvent: Sendable, Equatable, Codable {
     var isProgress: Bool { event?.kind == .progress }
 }
 
-/// A subscriber's stream of a queue's events (``DownloadQueue/subscribe(to:keepingProgress:statesOnly:)``).
+/// A subscriber's stream of a queue's events (``DownloadQueue/subscribe(to:keepingProgress:statesOnly:endsOnly:)``).
 ///
 /// The queue never waits for it. A subscriber that falls behind loses its own oldest progress
 /// events beyond its allowance, never a state change or another kind of event.
