@@ -16,10 +16,10 @@ import Glibc
 /// A session has one transport thread per core (at most four) unless told otherwise; a batch of
 /// many files at once over HTTP/1.1 wants one per file
 /// (``transportThreads(downloadsAtOnce:)``). Without a per-host cap, each download runs on the
-/// one with the fewest transfers under way when it starts, the first on a tie: downloads one after another all use the first, and its kept-alive
-/// connections; downloads side by side spread over the threads. With a cap, every download of a
-/// host runs on the same thread, so the host's kept-alive connections are in one cache and
-/// counted once.
+/// one with the fewest transfers under way when it starts, the first on a tie: downloads one
+/// after another all use the first, and its kept-alive connections; downloads side by side
+/// spread over the threads. With a cap, every download of a host runs on the same thread, so the
+/// host's kept-alive connections are in one cache and counted once.
 ///
 /// **Per-host cap.** With `maximumConnectionsPerHost`, every request of every download in the
 /// session holds a slot of its host (`host:port`) from before it is sent until its transfer
