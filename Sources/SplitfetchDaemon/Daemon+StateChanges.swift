@@ -12,6 +12,11 @@ extension Daemon {
         // In a fleet, only the jobs this daemon holds are its to record.
         if let fleet, !fleet.holds(gid) { return }
         guard let snapshot = queue.snapshot(gid) else { return }
+        // In a fleet a job is removed in the database (an API command); the queue's own
+        // `removed` is a download taken off this daemon (the daemon stopping as it adopted a
+        // claimed job, say), never the job's end. Recorded, it lost the job: a restart found it
+        // removed, never to run again.
+        if fleet != nil, snapshot.state == .removed { return }
         let (changed, notification) = state.withLockedValue { state -> (Bool, String?) in
             guard var job = state.jobs[gid], job.state != snapshot.state else { return (false, nil) }
             job.state = snapshot.state

@@ -222,6 +222,30 @@ struct DaemonTests {
         } }
     }
 
+    /// A daemon of a fleet that takes a download off its queue without a command (stopping as it
+    /// adopted a claimed job: the race a full run under ThreadSanitizer lost) records nothing:
+    /// the queue's `removed` was written as the job's end, and the restarted daemon never ran it.
+    @Test(.enabled(if: PostgresServer.url != nil)) func aDownloadTakenOffADaemonOfAFleetIsNotRecordedAsRemoved() async throws {
+        let server = try await TestServer(configuration: .init(rateLimit: 50_000))
+        defer { Task { await server.shutdown() } }
+        try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
+            let store = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store)
+            let gid = try #require(try await rpc.result("aria2.addUri", [.string(server.url(size: 1 << 20, name: "a.bin"))],
+                                                        ["out": "a.bin"]).string)
+            try await eventually("it runs") { daemon.job(gid)?.state == .active }
+            #expect(await daemon.queue.discard(gid))
+            await daemon.writer.flush()
+            #expect(daemon.job(gid)?.state == .active)
+            let row = try #require(try await store.load([gid]).first)
+            #expect(row.job.state == .active && row.holder == daemon.fleet?.worker)
+            // The stop lets its lease go: it waits for any worker.
+            await daemon.shutdown()
+            #expect(try await store.load([gid]).first?.job.state == .waiting)
+            await store.close()
+        } }
+    }
+
     /// A database that stopped answering (a host that froze or left the network, its
     /// connections left open: no error ever comes). A pause is answered after its limit (10 s,
     /// as in production, here under ThreadSanitizer too: nothing can answer it sooner), not
