@@ -61,38 +61,10 @@ extension SplitfetchCommand {
         let started = ContinuousClock.now
         let log: EventLog?
         do { log = try output.events.map(EventLog.init(path:)) } catch { return fail(.fileIO, "\(error)") }
-        // Each file's options, with its digests from the checksum list; a file whose entry is
-        // unusable fails before it starts.
-        var files: [BatchFile] = []
-        var early: [(Int, Result<DownloadStatistics, DownloadError>)] = []
-        var indexOfFile: [Int] = []
-        // The first URL saved under a name has it: a later one is refused before it begins (as
-        // it would be at its end, the name taken), instead of being downloaded for nothing.
-        var firstWithName: [String: Int] = [:]
-        for (index, url) in list.enumerated() {
-            let name = defaultFileName(forURL: url)
-            let path = destinationOf[index] ?? directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
-            var fileOptions = options
-            fileOptions.mirrors.urls = mirrorsOf[index]
-            do throws(DownloadError) {
-                if let first = firstWithName[path] {
-                    throw DownloadError(.outputExists,
-                        "\(path) is also where \(redactedURL(list[first])), earlier in the list, is saved; \(redactedURL(url)) is not downloaded")
-                }
-                firstWithName[path] = index
-                try fileOptions.validate()
-                fileOptions.integrity.expectedDigests = try expected(from: checksums, path: path, url: url)
-            } catch {
-                log?.record(.failed(error), download: index)
-                early.append((index, .failure(error)))
-                continue
-            }
-            files.append(BatchFile(url, to: FilePath(path), options: fileOptions))
-            indexOfFile.append(index)
-        }
-        let (batch, listIndex, failedEarly) = (files, indexOfFile, early)
         let work = Task {
-            await runBatch(batch, listIndex: listIndex, failedEarly: failedEarly, of: list, session: session, log: log)
+            await runBatch(BatchList(urls: list, mirrors: mirrorsOf, destinations: destinationOf, directory: directory,
+                                     options: options, checksums: checksums),
+                           session: session, log: log)
         }
         let signals = SignalForwarder(onSignal: { work.cancel() })
         defer { signals.stop() }
@@ -173,17 +145,26 @@ extension SplitfetchCommand {
         }
     }
 
+    /// The URLs of a batch, and what each file's destination and options are made from.
+    struct BatchList: Sendable {
+        var urls: [String]
+        var mirrors: [[String]]
+        /// A partial download's own destination (--resume-partials); `nil` to name the file from its URL.
+        var destinations: [String?]
+        var directory: String?
+        var options: DownloadOptions
+        var checksums: ChecksumList?
+    }
+
     /// Runs the files of a batch through a ``DownloadQueue`` over the session, printing a line as
-    /// each ends; the results in the order of `list`. Each file's identifier in the queue is its
-    /// index in `list`, which `--events` lines carry as `download`.
-    private func runBatch(_ batch: [BatchFile], listIndex: [Int], failedEarly: [(Int, Result<DownloadStatistics, DownloadError>)],
-                          of list: [String], session: Session, log: EventLog?) async -> [(String, Result<DownloadStatistics, DownloadError>)] {
+    /// each ends; the results in the order of the list. Each file's identifier in the queue is its
+    /// index in the list, which `--events` lines carry as `download`. Each file is named and given
+    /// its options as it is added, so the first files are on their way while the rest of a long
+    /// list is made ready.
+    private func runBatch(_ batch: BatchList, session: Session, log: EventLog?) async -> [(String, Result<DownloadStatistics, DownloadError>)] {
+        let list = batch.urls
         let quiet = output.quiet
         let results = Mutex([(String, Result<DownloadStatistics, DownloadError>)?](repeating: nil, count: list.count))
-        for (index, result) in failedEarly {
-            results.withLock { $0[index] = (list[index], result) }
-            if case .failure(let e) = result { writeRaw("splitfetch: \(e.message)\(ExitStatus.hint(for: e.remedy))\n") }
-        }
         let queue = DownloadQueue(session: session, maximumActive: input.jobs, readyAhead: true)
         // Lifecycle events are never dropped; progress only matters to --events. Without it,
         // only each file's end: the reader is woken once per file.
@@ -212,13 +193,29 @@ extension SplitfetchCommand {
                 }
             }
         }
-        for (position, file) in batch.enumerated() {
-            let index = listIndex[position]
+        // The first URL saved under a name has it: a later one is refused before it begins (as
+        // it would be at its end, the name taken), instead of being downloaded for nothing.
+        var firstWithName: [String: Int] = [:]
+        for (index, url) in list.enumerated() {
             do throws(DownloadError) {
-                try queue.add(file.url, to: file.destination, options: file.options, id: String(index))
+                let name = defaultFileName(forURL: url)
+                let path = batch.destinations[index]
+                    ?? batch.directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name
+                if let first = firstWithName[path] {
+                    throw DownloadError(.outputExists,
+                        "\(path) is also where \(redactedURL(list[first])), earlier in the list, is saved; \(redactedURL(url)) is not downloaded")
+                }
+                firstWithName[path] = index
+                // Its options, with its digests from the checksum list; a file whose entry is
+                // unusable fails before it starts.
+                var options = batch.options
+                options.mirrors.urls = batch.mirrors[index]
+                options.integrity.expectedDigests = try expected(from: batch.checksums, path: path, url: url)
+                try queue.add(url, to: FilePath(path), options: options, id: String(index))
             } catch {
-                results.withLock { $0[index] = (list[index], .failure(error)) }
-                writeRaw("splitfetch: \(error.message)\n")
+                log?.record(.failed(error), download: index)
+                results.withLock { $0[index] = (url, .failure(error)) }
+                writeRaw("splitfetch: \(error.message)\(ExitStatus.hint(for: error.remedy))\n")
             }
         }
         // A signal cancels this task: the queue stops every download (each keeps its data and
