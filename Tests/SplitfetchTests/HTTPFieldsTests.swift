@@ -168,6 +168,21 @@ struct HTTPFieldsTests {
         #expect(h.isComplete)
     }
 
+    /// The head is read as bytes: names lowercased, values trimmed of blanks (spaces and tabs)
+    /// at both ends only, UTF-8 kept, lines without a colon left out.
+    @Test func responseHeadFieldsAreTrimmedAndNamesLowercased() {
+        var h = ResponseHead()
+        for line in ["HTTP/1.1  304 Not Modified\r\n", "X-Mixed-CASE:\tone  two \t\r\n", "Empty:\r\n", "no colon here\r\n",
+                     "Title: caf\u{E9} \u{2603}\r\n", "x-mixed-case: again\n", "\r\n"] {
+            Array(line.utf8).withUnsafeBytes { h.feed(line: $0) }
+        }
+        #expect(h.status == 304 && h.version == "1.1" && h.isComplete)
+        #expect(h.fields.map(\.name) == ["x-mixed-case", "empty", "title", "x-mixed-case"])
+        #expect(h.all("X-MIXED-CASE") == ["one  two", "again"])
+        #expect(h.first("empty") == "")
+        #expect(h.first("title") == "caf\u{E9} \u{2603}")
+    }
+
     /// libcurl writes an HTTP/2 response's status line as `HTTP/2 200`: the version says so.
     @Test func responseHeadKnowsAnHTTP2Response() {
         var h = ResponseHead()

@@ -29,26 +29,30 @@ struct ResponseHead: Sendable, Equatable {
     /// Feeds one raw header line (with its CRLF) from libcurl's header callback.
     ///
     /// A status line starts a new response (redirects and `100 Continue` arrive before the final
-    /// one), so only the last response's fields remain.
+    /// one), so only the last response's fields remain. Read as bytes, on the transport thread
+    /// between an answer and the next request: a field costs its two strings, no more.
     mutating func feed(line raw: UnsafeRawBufferPointer) {
-        var bytes = Substring(decoding: raw, as: UTF8.self)
-        while let last = bytes.unicodeScalars.last, last == "\r" || last == "\n" { bytes.unicodeScalars.removeLast() }
-        if bytes.hasPrefix("HTTP/") {
+        var end = raw.count
+        while end > 0, raw[end - 1] == 0x0D || raw[end - 1] == 0x0A { end -= 1 }
+        let line = raw[..<end]
+        if line.starts(with: "HTTP/".utf8) {
             self = ResponseHead()
-            let parts = bytes.split(separator: " ", maxSplits: 2)
-            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
-            version = parts.first?.dropFirst(5) ?? ""
+            let parts = line.split(separator: 0x20, maxSplits: 2)
+            status = parts.count > 1 ? Int(String(decoding: parts[1], as: UTF8.self)) ?? 0 : 0
+            version = parts.first.map { Substring(String(decoding: $0.dropFirst(5), as: UTF8.self)) } ?? ""
             return
         }
-        if bytes.isEmpty {
+        if line.isEmpty {
             isComplete = status >= 200
             return
         }
-        guard let colon = bytes.firstIndex(of: ":") else { return }
-        let name = bytes[..<colon].lowercased()
-        var value = bytes[bytes.index(after: colon)...]
-        while let c = value.first, c == " " || c == "\t" { value.removeFirst() }
-        while let c = value.last, c == " " || c == "\t" { value.removeLast() }
-        fields.append((name, String(value)))
+        guard let colon = line.firstIndex(of: 0x3A) else { return }
+        let isBlank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+        var value = line[(colon + 1)...]
+        while let first = value.first, isBlank(first) { value.removeFirst() }
+        while let last = value.last, isBlank(last) { value.removeLast() }
+        // Field names are ASCII tokens: lowercased byte by byte.
+        let name = String(decoding: line[..<colon].lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        fields.append((name, String(decoding: value, as: UTF8.self)))
     }
 }
