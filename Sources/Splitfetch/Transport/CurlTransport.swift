@@ -304,13 +304,24 @@ final class CurlTransport: Sendable {
                     pool.removeAll()
                     return
                 }
-                var running: Int32 = 0
-                _ = curl_multi_perform(multi, &running)
-                var left: Int32 = 0
-                while let info = curl_multi_info_read(multi, &left) {
-                    guard info.pointee.msg == CURLMSG_DONE, let easy = info.pointee.easy_handle else { continue }
-                    complete(easy: easy, code: info.pointee.data.result, multi: multi)
+                // A request started on a connection an answer freed is sent (by another pass, at
+                // most a few) before the answers wake their downloads, whose threads would
+                // otherwise take the cores first.
+                var ended: [CurlTransfer] = []
+                for _ in 0..<4 {
+                    var running: Int32 = 0
+                    _ = curl_multi_perform(multi, &running)
+                    var left: Int32 = 0
+                    var startedHere = false
+                    while let info = curl_multi_info_read(multi, &left) {
+                        guard info.pointee.msg == CURLMSG_DONE, let easy = info.pointee.easy_handle,
+                              let transfer = complete(easy: easy, code: info.pointee.data.result, multi: multi) else { continue }
+                        ended.append(transfer)
+                        startedHere = startedHere || transfer.startedNextHere
+                    }
+                    if !startedHere { break }
                 }
+                for transfer in ended { transfer.finish(cancelled: false) }
                 _ = curl_multi_poll(multi, nil, 0, resumeDueTransfers(), nil)
             }
         }
@@ -379,12 +390,14 @@ final class CurlTransport: Sendable {
             current.finish(cancelled: true)
         }
 
-        private func complete(easy: UnsafeMutableRawPointer, code: CURLcode, multi: UnsafeMutableRawPointer) {
+        /// Ends the transfer of `easy` and starts what its permit lets go; returns the transfer,
+        /// for the caller to ``CurlTransfer/finish(cancelled:)``.
+        private func complete(easy: UnsafeMutableRawPointer, code: CURLcode, multi: UnsafeMutableRawPointer) -> CurlTransfer? {
             var raw: UnsafeMutableRawPointer?
             _ = sf_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &raw)
-            guard let raw else { return }
+            guard let raw else { return nil }
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(raw).takeUnretainedValue()
-            guard active.removeValue(forKey: transfer.id) != nil else { return }
+            guard active.removeValue(forKey: transfer.id) != nil else { return nil }
             transfer.collect(easy: easy, code: code)
             curl_multi_remove_handle(multi, easy)
             transfer.release(easy)
@@ -394,9 +407,12 @@ final class CurlTransport: Sendable {
             // passes on here, and a request waiting at the batch's gate starts on the connection
             // just freed, before this answer reaches the pool.
             if let ticket = transfer.ticket, transfer.endsItsDownload {
-                ticket.release(freedOn: transport) { [self] waiting in start(waiting, multi: multi) }
+                ticket.release(freedOn: transport) { [self] waiting in
+                    start(waiting, multi: multi)
+                    transfer.startedNextHere = true
+                }
             }
-            transfer.finish(cancelled: false)
+            return transfer
         }
     }
 }

@@ -179,7 +179,6 @@ final class NetworkTicket: @unchecked Sendable {
     /// its own), started there by `startHere` when the caller is that transport's thread.
     func release(freedOn: CurlTransport? = nil, startHere: ((CurlTransfer) -> Void)? = nil) {
         let (go, next) = gate.state.withLockedValue { gate.release(self, freedOn: freedOn, &$0) }
-        next?.admitted?()
         for (transfer, transport) in go {
             if let startHere, transport === freedOn {
                 startHere(transfer)
@@ -187,5 +186,8 @@ final class NetworkTicket: @unchecked Sendable {
                 transport.enqueue(transfer)
             }
         }
+        // Told after its requests are on their way: the news starts a task, which need not
+        // hold them up (permits are counted above, under the gate's lock).
+        next?.admitted?()
     }
 }
