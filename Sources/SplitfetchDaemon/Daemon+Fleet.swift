@@ -240,17 +240,27 @@ extension Daemon {
                 }
                 delay = retry
                 if stop {
-                    let all = Array(fleet.held)
                     let error = answer.map { result in
                         if case .failure(let error) = result { return PostgresJobStore.describe(error) }
                         return ""
                     } ?? NoAnswer(seconds: limit).description
-                    logger.warning("leases could not be renewed in time; downloads stop here until the database answers",
-                                   metadata: ["jobs": "\(all.count)", "error": "\(error)"])
-                    letGo(all, fleet)
+                    stopUnconfirmed(fleet, error: error)
                 }
             }
         }
+    }
+
+    /// No renewal was confirmed for too long: every download running here stops, since another
+    /// worker may be given its job. A job that ended here is not let go: its end is still
+    /// written (the database writes it only while the row names this daemon) and it is let go
+    /// when the end is read back. Let go with the others, an end still waiting to be written
+    /// (behind a write the loaded database was slow to take) was dropped, and the job counted
+    /// as unfinished.
+    func stopUnconfirmed(_ fleet: Fleet, error: String) {
+        let running = fleet.state.withLockedValue { Array($0.held.subtracting($0.ended)) }
+        logger.warning("leases could not be renewed in time; downloads stop here until the database answers",
+                       metadata: ["jobs": "\(running.count)", "error": "\(error)"])
+        letGo(running, fleet)
     }
 
     /// A notification: reads the announced rows back (batched while a read is under way).

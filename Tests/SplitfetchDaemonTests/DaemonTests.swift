@@ -246,6 +246,48 @@ struct DaemonTests {
         } }
     }
 
+    /// A daemon of a fleet whose renewals went unconfirmed stops what runs, but a job that ended
+    /// here still has its end written once the database takes writes again. The end waits
+    /// behind a write the locked table holds up; letting the job go with the running ones
+    /// dropped it, and the restarted daemon found the job unfinished.
+    @Test(.enabled(if: PostgresServer.url != nil)) func anEndWaitingToBeWrittenSurvivesUnconfirmedRenewals() async throws {
+        let server = try await TestServer(configuration: .init(rateLimit: 400_000))
+        defer { Task { await server.shutdown() } }
+        try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
+            let store = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store, leaseSeconds: 3600)
+            let fleet = try #require(daemon.fleet)
+            let gid = try #require(try await rpc.result("aria2.addUri", [.string(server.url(size: 1 << 20, name: "a.bin"))],
+                                                        ["out": "a.bin"]).string)
+            try await eventually("it runs") { daemon.job(gid)?.state == .active }
+            await daemon.writer.flush()
+            try await PostgresServer.withClient(address) { client in
+                try await client.withConnection { connection in
+                    // Writes to the table wait for this transaction.
+                    _ = try await connection.query("BEGIN", logger: PostgresServer.quiet)
+                    _ = try await connection.query("LOCK TABLE splitfetch_job IN SHARE MODE", logger: PostgresServer.quiet)
+                    daemon.writer.persistSoon([gid], whileHeld: true)
+                    try await eventually("it completes here") { daemon.job(gid)?.state == .complete }
+                    daemon.stopUnconfirmed(fleet, error: "a test")
+                    #expect(fleet.holds(gid))
+                    _ = try await connection.query("COMMIT", logger: PostgresServer.quiet)
+                }
+            }
+            // Within a minute (the writes held up go on at the commit). Let go, the job was
+            // claimed again and found complete from its file: written too, but by a second claim.
+            var written = false
+            for _ in 0..<3000 where !written {
+                written = (try? await store.load([gid]))?.first?.job.state == .complete
+                if !written { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(written, "the end of the job that ended here is written")
+            #expect(fleet.state.withLockedValue { $0.statistics.claimedJobs } == 1, "written as it ended, not claimed again")
+            #expect(try sha256HexOfFile(atPath: dir + "/root/a.bin") == SyntheticContent(size: 1 << 20).sha256Hex())
+            await daemon.shutdown()
+            await store.close()
+        } }
+    }
+
     /// A database that stopped answering (a host that froze or left the network, its
     /// connections left open: no error ever comes). A pause is answered after its limit (10 s,
     /// as in production, here under ThreadSanitizer too: nothing can answer it sooner), not
