@@ -37,10 +37,6 @@ final class CurlTransfer: @unchecked Sendable {
     /// When the transport thread resumes this paused transfer itself (a rate limit's wait);
     /// `nil` when it is not paused so. Only the transport thread reads and writes it.
     var resumeAt: ContinuousClock.Instant?
-    /// Whether its end started a request waiting at the gate on its transport's thread (to be
-    /// sent before this transfer's download hears of its end). Only the transport thread reads
-    /// and writes it.
-    var startedNextHere = false
     var result = TransferResult()
     var head = ResponseHead()
     var headerBytes = 0

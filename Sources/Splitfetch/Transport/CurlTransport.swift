@@ -315,9 +315,10 @@ final class CurlTransport: Sendable {
                     var startedHere = false
                     while let info = curl_multi_info_read(multi, &left) {
                         guard info.pointee.msg == CURLMSG_DONE, let easy = info.pointee.easy_handle,
-                              let transfer = complete(easy: easy, code: info.pointee.data.result, multi: multi) else { continue }
+                              let (transfer, startedNext) = complete(easy: easy, code: info.pointee.data.result, multi: multi)
+                        else { continue }
                         ended.append(transfer)
-                        startedHere = startedHere || transfer.startedNextHere
+                        startedHere = startedHere || startedNext
                     }
                     if !startedHere { break }
                 }
@@ -390,9 +391,11 @@ final class CurlTransport: Sendable {
             current.finish(cancelled: true)
         }
 
-        /// Ends the transfer of `easy` and starts what its permit lets go; returns the transfer,
-        /// for the caller to ``CurlTransfer/finish(cancelled:)``.
-        private func complete(easy: UnsafeMutableRawPointer, code: CURLcode, multi: UnsafeMutableRawPointer) -> CurlTransfer? {
+        /// Ends the transfer of `easy` and starts what its permit lets go here; returns the
+        /// transfer, for the caller to ``CurlTransfer/finish(cancelled:)``, and whether a request
+        /// was started (to be sent first).
+        private func complete(easy: UnsafeMutableRawPointer, code: CURLcode,
+                              multi: UnsafeMutableRawPointer) -> (CurlTransfer, startedNext: Bool)? {
             var raw: UnsafeMutableRawPointer?
             _ = sf_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &raw)
             guard let raw else { return nil }
@@ -406,13 +409,14 @@ final class CurlTransport: Sendable {
             // Its download needs the network no more (``CurlTransfer/endsItsDownload``): its permit
             // passes on here, and a request waiting at the batch's gate starts on the connection
             // just freed, before this answer reaches the pool.
+            var startedNext = false
             if let ticket = transfer.ticket, transfer.endsItsDownload {
                 ticket.release(freedOn: transport) { [self] waiting in
                     start(waiting, multi: multi)
-                    transfer.startedNextHere = true
+                    startedNext = true
                 }
             }
-            return transfer
+            return (transfer, startedNext)
         }
     }
 }
