@@ -226,14 +226,7 @@ struct DaemonTests {
     /// adopted a claimed job: the race a full run under ThreadSanitizer lost) records nothing:
     /// the queue's `removed` was written as the job's end, and the restarted daemon never ran it.
     @Test(.enabled(if: PostgresServer.url != nil)) func aDownloadTakenOffADaemonOfAFleetIsNotRecordedAsRemoved() async throws {
-        let server = try await TestServer(configuration: .init(rateLimit: 50_000))
-        defer { Task { await server.shutdown() } }
-        try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
-            let store = try await PostgresJobStore(address, logger: PostgresServer.quiet)
-            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store)
-            let gid = try #require(try await rpc.result("aria2.addUri", [.string(server.url(size: 1 << 20, name: "a.bin"))],
-                                                        ["out": "a.bin"]).string)
-            try await eventually("it runs") { daemon.job(gid)?.state == .active }
+        try await withFleetRunningOneJob(bytesPerSecond: 50_000) { _, _, store, daemon, gid in
             #expect(await daemon.queue.discard(gid))
             await daemon.writer.flush()
             #expect(daemon.job(gid)?.state == .active)
@@ -242,8 +235,7 @@ struct DaemonTests {
             // The stop lets its lease go: it waits for any worker.
             await daemon.shutdown()
             #expect(try await store.load([gid]).first?.job.state == .waiting)
-            await store.close()
-        } }
+        }
     }
 
     /// A daemon of a fleet whose renewals went unconfirmed stops what runs, but a job that ended
@@ -251,15 +243,8 @@ struct DaemonTests {
     /// behind a write the locked table holds up; letting the job go with the running ones
     /// dropped it, and the restarted daemon found the job unfinished.
     @Test(.enabled(if: PostgresServer.url != nil)) func anEndWaitingToBeWrittenSurvivesUnconfirmedRenewals() async throws {
-        let server = try await TestServer(configuration: .init(rateLimit: 400_000))
-        defer { Task { await server.shutdown() } }
-        try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
-            let store = try await PostgresJobStore(address, logger: PostgresServer.quiet)
-            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store, leaseSeconds: 3600)
+        try await withFleetRunningOneJob(bytesPerSecond: 400_000, leaseSeconds: 3600) { dir, address, store, daemon, gid in
             let fleet = try #require(daemon.fleet)
-            let gid = try #require(try await rpc.result("aria2.addUri", [.string(server.url(size: 1 << 20, name: "a.bin"))],
-                                                        ["out": "a.bin"]).string)
-            try await eventually("it runs") { daemon.job(gid)?.state == .active }
             await daemon.writer.flush()
             try await PostgresServer.withClient(address) { client in
                 try await client.withConnection { connection in
@@ -284,6 +269,23 @@ struct DaemonTests {
             #expect(fleet.state.withLockedValue { $0.statistics.claimedJobs } == 1, "written as it ended, not claimed again")
             #expect(try sha256HexOfFile(atPath: dir + "/root/a.bin") == SyntheticContent(size: 1 << 20).sha256Hex())
             await daemon.shutdown()
+        }
+    }
+
+    /// A daemon of a fleet, on a database of its own, running one job (1 MiB at
+    /// `bytesPerSecond`): `body` gets the directory, the database's address, the store, the
+    /// daemon and the job. The store is closed after it.
+    private func withFleetRunningOneJob(bytesPerSecond: Int64, leaseSeconds: Double = 30,
+                                        _ body: (String, PostgresAddress, PostgresJobStore, Daemon, String) async throws -> Void) async throws {
+        let server = try await TestServer(configuration: .init(rateLimit: bytesPerSecond))
+        defer { Task { await server.shutdown() } }
+        try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
+            let store = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store, leaseSeconds: leaseSeconds)
+            let gid = try #require(try await rpc.result("aria2.addUri", [.string(server.url(size: 1 << 20, name: "a.bin"))],
+                                                        ["out": "a.bin"]).string)
+            try await eventually("it runs") { daemon.job(gid)?.state == .active }
+            try await body(dir, address, store, daemon, gid)
             await store.close()
         } }
     }
