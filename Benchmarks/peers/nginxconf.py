@@ -1,13 +1,14 @@
-"""The nginx configuration the benchmarks start nginx with: one worker, its pid file, logs and
-temp paths inside its own prefix, never the system's."""
+"""The nginx configuration the benchmarks start nginx with: one worker unless asked, its pid file,
+logs and temp paths inside its own prefix, never the system's."""
 
 
-def nginx_conf(prefix, port, root, log, log_format, listen="", server=""):
+def nginx_conf(prefix, port, root, log, log_format, listen="", server="", workers="1", limited=""):
     """A config serving `root` on 127.0.0.1:`port` (`listen`: more listen parameters such as
     `ssl http2`), `/limited/` at limit_rate 4m, every request logged to `log` in `log_format`;
-    `server`: more lines inside the server block."""
+    `server`: more lines inside the server block; `workers`: nginx's `worker_processes`;
+    `limited`: more lines inside the `/limited/` location."""
     return f"""
-worker_processes 1;
+worker_processes {workers};
 pid {prefix}/nginx.pid;
 error_log {prefix}/logs/error.log warn;
 daemon on;
@@ -28,7 +29,7 @@ http {{
     listen 127.0.0.1:{port} {listen};
 {server}
     root {root};
-    location /limited/ {{ alias {root}/; limit_rate 4m; }}
+    location /limited/ {{ alias {root}/; limit_rate 4m; {limited} }}
   }}
 }}
 """
