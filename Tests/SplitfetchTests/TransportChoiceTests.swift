@@ -125,3 +125,22 @@ struct MultiplexOnlyOverTLSTests {
         }
     }
 }
+
+/// Which requests may go over HTTP/2, by policy: under `auto`, whole files and the connection
+/// whose last answer came over HTTP/2 (the probe's), never another range.
+@Suite("HTTP/2 choice")
+struct HTTP2ChoiceTests {
+    @Test(arguments: [
+        (HTTP2Policy.auto, false, false, true),
+        (.auto, false, true, true),
+        (.auto, true, false, false),
+        (.auto, true, true, true),
+        (.always, true, false, true),
+        (.always, false, false, true),
+        (.never, false, true, false),
+        (.never, true, true, false),
+    ])
+    func aRequestMayGoOverHTTP2(policy: HTTP2Policy, ranged: Bool, lastAnswerOverHTTP2: Bool, allowed: Bool) {
+        #expect(policy.allows(ranged: ranged, lastAnswerOverHTTP2: lastAnswerOverHTTP2) == allowed)
+    }
+}

@@ -214,12 +214,29 @@ public enum NetrcSource: Sendable, Equatable {
 /// so each range keeps a connection of its own.
 public enum HTTP2Policy: String, Sendable, CaseIterable {
     /// HTTP/2 for the requests that may be a whole file (the first request of each download, and
-    /// a download in one stream), multiplexed per host; HTTP/1.1 for the other ranges.
+    /// a download in one stream), multiplexed per host; HTTP/1.1 for the other ranges, except on
+    /// the connection whose last answer came over HTTP/2 (the probe's): it goes on with one range
+    /// at a time, instead of a new connection and handshake taking its place.
     case auto
     /// HTTP/2 for every request, the ranges of one file multiplexed on one connection too.
     case always
     /// HTTP/1.1 for every request.
     case never
+
+    /// Whether a download's request may go over HTTP/2.
+    /// - Parameters:
+    ///   - ranged: the request asks for a range of a segmented download (not the whole file in
+    ///     one stream).
+    ///   - lastAnswerOverHTTP2: the download's connection that sends it had its last answer over
+    ///     HTTP/2. Under ``auto`` only the probe's connection can have one, so the download's
+    ///     ranges still never share a TCP connection.
+    public func allows(ranged: Bool, lastAnswerOverHTTP2: Bool) -> Bool {
+        switch self {
+        case .always: true
+        case .never: false
+        case .auto: !ranged || lastAnswerOverHTTP2
+        }
+    }
 }
 
 /// How a new download learns the file's size, validators and range support.

@@ -21,6 +21,8 @@ final class ConnectionCounters: Sendable {
         http2.store(isHTTP2, ordering: .relaxed)
         if isHTTP2 { anyHTTP2.store(true, ordering: .relaxed) }
     }
+    /// Whether its last response came over HTTP/2.
+    var lastAnswerOverHTTP2: Bool { http2.load(ordering: .relaxed) }
     /// The range being fetched, for progress (`-1`: none). Two atomics: a reader may see one
     /// range's start with the next one's end for a moment, which progress can afford.
     private let rangeStart = Atomic<Int64>(-1)
