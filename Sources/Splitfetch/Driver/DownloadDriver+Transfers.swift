@@ -34,13 +34,14 @@ extension DownloadDriver {
     func begin(_ start: DownloadMachine.TransferStart) {
         var request = setup.policy.request(url(ofSource: start.source), range: start.range)
         request.knownTotal = resource.size
-        // A stream without a range is the whole file in one request; a range keeps a connection,
-        // the probe's HTTP/2 one too (``HTTP2Policy/allows(ranged:lastAnswerOverHTTP2:)``).
-        request.http2 = options.http2.allows(ranged: start.range != nil, lastAnswerOverHTTP2: counters[start.connection].lastAnswerOverHTTP2)
         let ifRange = start.range != nil && start.useIfRange
             ? HTTPFields.ifRangeValue(etag: resource.etag, lastModified: resource.lastModified, date: resource.date) : nil
         if let ifRange { request.headers.append("If-Range: \(ifRange)") }
         let sink = makeSink(for: start, sentIfRange: ifRange != nil)
+        // A stream without a range is the whole file in one request; a range keeps a connection,
+        // the probe's HTTP/2 one too (``HTTP2Policy/allows(ranged:lastAnswerOverHTTP2:)``). The
+        // counters exist from the first sink on.
+        request.http2 = options.http2.allows(ranged: start.range != nil, lastAnswerOverHTTP2: counters[start.connection].lastAnswerOverHTTP2)
         let (connector, queue, id, shared, logger) = (setup.connector, queue, start.id, shared, options.logger)
         logger.debug("request", metadata: ["transfer": "\(id)", "connection": "\(start.connection)", "url": "\(redactedURL(request.url))",
                                            "range": "\(start.range.map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? "all")",
