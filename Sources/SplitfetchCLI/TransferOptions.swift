@@ -56,7 +56,7 @@ struct TransferOptions: ParsableArguments {
     var probe = ProbeChoice(rawValue: defaults.probe.rawValue)!
 
     @Option(parsing: .unconditional, help: ArgumentHelp(
-        "HTTP/2 over TLS: 'auto' (the first request of each file and single streams, many files multiplexed on one connection per host; the ranges of a large file keep a connection each, over HTTP/1.1), 'always' (every request, ranges multiplexed too) or 'never' (HTTP/1.1).",
+        "HTTP/2 over TLS: 'auto' (the first request of each file and single streams, many files multiplexed on one connection per host; the ranges of a large file keep a connection each, over HTTP/1.1 but for the first request's), 'always' (every request, ranges multiplexed too) or 'never' (HTTP/1.1).",
         valueName: "auto|always|never"))
     var http2 = HTTP2Choice(rawValue: defaults.http2.rawValue)!
 }
