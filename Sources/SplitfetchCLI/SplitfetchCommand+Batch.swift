@@ -68,20 +68,28 @@ extension SplitfetchCommand {
         }
         let signals = SignalForwarder(onSignal: { work.cancel() })
         defer { signals.stop() }
-        let results = await work.value
-        await session.shutdown()
+        let (results, queue) = await work.value
+        // Not shut down nor freed: the process ends with `_exit` once the summary is out (see
+        // `runCommandLine`), and every download has ended, so no transfer is left to stop. Ending
+        // the transport threads and freeing a queue of 2,000 records took 3 ms after the last answer.
+        ProcessLifetime.keep(session, queue, results)
         await log?.close()
         let seconds = (ContinuousClock.now - started).seconds
-        let done = results.compactMap { try? $0.1.get() }
-        // Bytes fetched: a file found unchanged (-N) brought none.
-        let total = done.reduce(Int64(0)) { $0 + ($1.unchanged ? 0 : $1.size) }
-        let unchanged = done.filter(\.unchanged).count
+        // One pass, without copying the statistics (a copy of 2,000 took a millisecond).
+        var doneCount = 0, unchanged = 0
+        var total = Int64(0)
+        for case (_, .success(let statistics)) in results {
+            doneCount += 1
+            // Bytes fetched: a file found unchanged (-N) brought none.
+            if statistics.unchanged { unchanged += 1 } else { total += statistics.size }
+        }
         if !quiet {
-            writeRaw("\(done.count) of \(list.count) files, \(ByteCount.format(Double(total))) in \(ByteCount.fixed(seconds, 2)) s, "
+            writeRaw("\(doneCount) of \(list.count) files, \(ByteCount.format(Double(total))) in \(ByteCount.fixed(seconds, 2)) s, "
                 + "\(ByteCount.format(seconds > 0 ? Double(total) / seconds : 0))/s"
                 + (output.refresh ? ", \(unchanged) unchanged on the server\n" : "\n"))
         }
         if let statsJson = output.statsJson {
+            let done = results.compactMap { try? $0.1.get() }
             let failures = results.compactMap { url, result -> FailedDownload? in
                 guard case .failure(let error) = result else { return nil }
                 let status: ExitStatus = error.code == .interrupted ? .interrupted : ExitStatus(error.code)
@@ -97,7 +105,7 @@ extension SplitfetchCommand {
             if case .failure(let e) = result { return e.code == .interrupted ? .interrupted : ExitStatus(e.code) }
         }
         guard results.count == list.count else { return .interrupted }
-        return !done.isEmpty && unchanged == done.count ? .unchanged : .success
+        return doneCount > 0 && unchanged == doneCount ? .unchanged : .success
     }
 
     /// `--list-partials DIR`: one JSON line per partial download under `DIR`, in the library's
@@ -161,7 +169,10 @@ extension SplitfetchCommand {
     /// index in the list, which `--events` lines carry as `download`. Each file is named and given
     /// its options as it is added, so the first files are on their way while the rest of a long
     /// list is made ready.
-    private func runBatch(_ batch: BatchList, session: Session, log: EventLog?) async -> [(String, Result<DownloadStatistics, DownloadError>)] {
+    /// Runs the list; returns each URL's result, in the list's order, and the queue that ran them
+    /// (for the caller to keep: see ``ProcessLifetime``).
+    private func runBatch(_ batch: BatchList, session: Session,
+                          log: EventLog?) async -> ([(String, Result<DownloadStatistics, DownloadError>)], DownloadQueue) {
         let list = batch.urls
         let quiet = output.quiet
         let results = Mutex([(String, Result<DownloadStatistics, DownloadError>)?](repeating: nil, count: list.count))
@@ -222,6 +233,6 @@ extension SplitfetchCommand {
         // says it was interrupted), and those not begun are not begun.
         await queue.finish()
         await reader.value
-        return results.withLock { $0.compactMap { $0 } }
+        return (results.withLock { $0.compactMap { $0 } }, queue)
     }
 }
