@@ -49,6 +49,26 @@ struct FaultTests {
         }
     }
 
+    /// A server that takes the request and never answers: the probe gives up at its timeout,
+    /// which the transport thread times from when libcurl has the request, and says so. (Were the
+    /// timeout lost, the download would wait for ever: the time limit ends the test.)
+    @Test(.timeLimit(.minutes(1))) func aGetThatIsNeverAnsweredEndsAtTheProbeTimeout() async throws {
+        try await withServer { server in
+            let relay = try await DelayRelay(targetHost: "127.0.0.1", targetPort: server.port, roundTrip: .zero)
+            relay.stopAnswering()
+            var options = Self.options(retries: 0)
+            options.timeouts.probe = .seconds(1)
+            options.timeouts.stall = .seconds(600)
+            let url = server.url(size: Self.size).replacingOccurrences(of: ":\(server.port)/", with: ":\(relay.port)/")
+            try await withTemporaryDirectory { dir in
+                let error = await failure(url, to: dir + "/f", options: options)
+                #expect(error?.message.contains("no response within 1 s") == true, "\(error?.message ?? "no error")")
+                #expect(!fileExists(dir + "/f"))
+            }
+            await relay.shutdown()
+        }
+    }
+
     @Test func headRefusedOrHangingFallsBackToARangedGet() async throws {
         try await withServer { server in
             let refused = try await expectCorrect(server, query: ["nohead": "1"])

@@ -180,23 +180,21 @@ struct Probe {
             }
             let connector = self.connector
             let slotRequest = request
-            // The clock starts when libcurl has the request: a wait at the batch's gate is not
-            // the server's slowness either.
-            let timer = Mutex<TimerQueue.Token?>(nil)
-            // The transfer's task, for the timer to cancel (a timer firing before it is known
-            // leaves the cancellation here for it).
+            // The transfer's task, for the timeout to cancel (a timeout before it is known leaves
+            // the cancellation here for it).
             let handle = Mutex<(task: Task<TransferResult, Never>?, cancel: Bool)>((nil, false))
+            // Timed by the transport thread from when libcurl has the request: a wait at the
+            // batch's gate is not the server's slowness either.
+            let giveUp: @Sendable () -> Void = {
+                guard sink.giveUpWaitingForHead() else { return }
+                handle.withLock { handle in
+                    handle.cancel = true
+                    return handle.task
+                }?.cancel()
+            }
             let task = Task {
-                let result = await connector.transport.perform(request, sink: sink, ticket: connector.ticket) { [timeout] in
-                    let token = TimerQueue.shared.schedule(after: timeout) {
-                        guard sink.giveUpWaitingForHead() else { return }
-                        handle.withLock { handle in
-                            handle.cancel = true
-                            return handle.task
-                        }?.cancel()
-                    }
-                    timer.withLock { $0 = token }
-                }
+                let result = await connector.transport.perform(request, sink: sink, ticket: connector.ticket,
+                                                               headTimeout: (timeout, giveUp))
                 connector.release(hold, for: slotRequest, result: result)
                 sink.ended()
                 return result
@@ -206,7 +204,6 @@ struct Probe {
                 return handle.cancel
             }) { task.cancel() }
             let head = await withTaskCancellationHandler { await sink.head() } onCancel: { task.cancel() }
-            if let token = timer.withLock({ $0 }) { TimerQueue.shared.cancel(token) }
             if let head, head.status == 200 || head.status == 206, !sink.timedOut {
                 do {
                     return try opened(head, sink: sink, task: task, requested: range ?? ByteRange(0, .max), finalURL: current)

@@ -1,4 +1,5 @@
 import DownloadCore
+import Synchronization
 import NIOConcurrencyHelpers
 
 /// Carrying the schedule's decisions out: each operation applies a decision of
@@ -18,7 +19,7 @@ extension DownloadQueue {
     @discardableResult
     func change<E: Error>(touching: ID? = nil, _ decide: (inout State) throws(E) -> [QueueSchedule.Action]) throws(E) -> Bool {
         // The lock's closure rethrows untyped errors: the typed one travels in a Result.
-        let outcome = state.withLockedValue { state -> Result<(Bool, Effects), E> in
+        let outcome = state.withLock { state -> Result<(Bool, Effects), E> in
             do throws(E) {
                 let actions = try decide(&state)
                 return .success((!actions.isEmpty, apply(actions, &state, touching: touching)))
@@ -133,7 +134,7 @@ extension DownloadQueue {
         report(id, run: run) { $0.ended(id, outcome) }
         // A finished task's handle holds its memory (the slabs of its async frames, tens of KB):
         // a queue keeps thousands of ended downloads, so it lets the handle go.
-        state.withLockedValue { state in
+        state.withLock { state in
             if state.records[id]?.run == run { state.records[id]?.task = nil }
         }
     }
@@ -148,7 +149,7 @@ extension DownloadQueue {
     /// A download's event, from the thread that emits it: kept for snapshots and handed to the
     /// subscribers (also while ``shutdown()`` stops it: its last event says it was interrupted).
     private func downloadEvent(_ event: DownloadEvent, of id: ID, run: Int) {
-        state.withLockedValue { state in
+        state.withLock { state in
             guard var record = state.records[id], record.run == run else { return }
             switch event.kind {
             case .progress: record.progress = event.progress.map(Boxed.init)

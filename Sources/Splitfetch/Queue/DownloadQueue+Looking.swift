@@ -1,17 +1,18 @@
 import DownloadCore
+import Synchronization
 
 /// Looking at a queue: its downloads now, its events from now on, and waiting for it to be idle.
 extension DownloadQueue {
     /// One download now, if it is in the queue.
     public func snapshot(_ id: ID) -> DownloadSnapshot? {
-        state.withLockedValue { state in
+        state.withLock { state in
             state.schedule.position(of: id).map { Self.snapshot(of: state.schedule.entry(id)!, at: $0, in: state) }
         }
     }
 
     /// Every download now, in position order.
     public func snapshots() -> [DownloadSnapshot] {
-        state.withLockedValue { state in
+        state.withLock { state in
             state.schedule.entries.enumerated().map { Self.snapshot(of: $0.element, at: $0.offset, in: state) }
         }
     }
@@ -36,7 +37,7 @@ extension DownloadQueue {
                           endsOnly: Bool = false) -> QueueEvents {
         let subscriber = EventSubscriber<QueueEvent>(keepingProgress: keepingProgress, isProgress: \.isProgress)
         let interest = Subscription.Interest(states: statesOnly, ends: endsOnly)
-        let ended = state.withLockedValue { state -> Bool in
+        let ended = state.withLock { state -> Bool in
             if state.closed { return true }
             if let id, state.schedule.entry(id)?.state.isFinal ?? true { return true }
             state.subscribers.append(Subscription(id: id, interest: interest, subscriber: subscriber))
@@ -50,7 +51,7 @@ extension DownloadQueue {
     /// or removed (at once, if so already).
     public func waitUntilIdle() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let idle = state.withLockedValue { state -> Bool in
+            let idle = state.withLock { state -> Bool in
                 if state.schedule.isIdle || state.closed { return true }
                 state.idleWaiters.append(continuation)
                 return false

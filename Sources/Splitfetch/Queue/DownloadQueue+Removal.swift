@@ -1,4 +1,5 @@
 import NIOConcurrencyHelpers
+import Synchronization
 
 /// Taking downloads out of the queue: removed (stopped, data kept), discarded (removed and
 /// forgotten once stopped), forgotten (a finished one dropped from the snapshots).
@@ -12,11 +13,11 @@ extension DownloadQueue {
     /// when this returns, its identifier may be used again. Returns whether it was in the queue.
     @discardableResult
     public func discard(_ id: ID) async -> Bool {
-        guard state.withLockedValue({ $0.records[id] != nil }) else { return false }
+        guard state.withLock({ $0.records[id] != nil }) else { return false }
         remove(id)
         // The run's task reports its end before it returns; then the download is final and
         // stopped.
-        let task = state.withLockedValue { $0.records[id]?.task }
+        let task = state.withLock { $0.records[id]?.task }
         await task?.value
         forget(id)
         return true
@@ -26,7 +27,7 @@ extension DownloadQueue {
     /// identifier may be used again. Returns whether it did.
     @discardableResult
     public func forget(_ id: ID) -> Bool {
-        state.withLockedValue { state in
+        state.withLock { state in
             guard state.schedule.forget(id) else { return false }
             state.records[id] = nil
             return true

@@ -1,5 +1,6 @@
 public import SystemPackage
 import DownloadCore
+import Synchronization
 import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
@@ -107,7 +108,9 @@ public final class DownloadQueue: Sendable {
     private let ownsSession: Bool
     /// The queue's budget: every download's own is within it. Unlimited unless set.
     let limit: RateLimit
-    let state: NIOLockedValueBox<State>
+    /// A `Mutex`, which spins a moment before it sleeps, as the batch's ``NetworkGate``: each
+    /// file's end, event and admission takes it from the pool's threads, often at once.
+    let state: Mutex<State>
     /// Sees each run's ``Download`` before it runs (``Session/download(_:jobs:observe:)``).
     let observe: (@Sendable (ID, Download) -> Void)?
     /// Where readied downloads wait for the network (``QueueSchedule/readiesAhead``): as many
@@ -139,7 +142,7 @@ public final class DownloadQueue: Sendable {
         limit = RateLimit(unlimitedWithin: nil)
         if let bytesPerSecond { limit.setBytesPerSecond(max(1, bytesPerSecond)) }
         let ahead = readyAhead && self.session.limiter == nil
-        state = NIOLockedValueBox(State(schedule: QueueSchedule(maximumActive: maximumActive, readiesAhead: ahead)))
+        state = Mutex(State(schedule: QueueSchedule(maximumActive: maximumActive, readiesAhead: ahead)))
         gate = ahead ? NetworkGate(permits: max(1, maximumActive)) : nil
     }
 
@@ -262,10 +265,10 @@ public final class DownloadQueue: Sendable {
     }
 
     /// Downloads running at once.
-    public var maximumActive: Int { state.withLockedValue { $0.schedule.maximumActive } }
+    public var maximumActive: Int { state.withLock { $0.schedule.maximumActive } }
 
     /// Downloads from one host (its name and port) running at once, at most; `nil` for no cap.
-    public var maximumActivePerHost: Int? { state.withLockedValue { $0.schedule.maximumPerHost } }
+    public var maximumActivePerHost: Int? { state.withLock { $0.schedule.maximumPerHost } }
 
     /// Changes the most downloads from one host running at once (`nil`: no cap; at least 1). A
     /// lower cap stops nothing; it holds back the next starts. It is beside the session's cap on
@@ -294,7 +297,7 @@ public final class DownloadQueue: Sendable {
     /// Returns whether the download is in the queue.
     @discardableResult
     public func setBytesPerSecond(_ bytesPerSecond: Int64?, for id: ID) -> Bool {
-        let (found, own) = state.withLockedValue { state -> (Bool, RateLimit?) in
+        let (found, own) = state.withLock { state -> (Bool, RateLimit?) in
             guard var record = state.records[id] else { return (false, nil) }
             // No budget yet and no rate to give: the one made at its start is unlimited anyway.
             if record.limit == nil, bytesPerSecond == nil { return (true, nil) }
@@ -325,7 +328,7 @@ public final class DownloadQueue: Sendable {
     /// every subscriber's stream, and, if the queue made its session, shuts that down. The
     /// states stay as they were; nothing can be added afterwards.
     public func shutdown() async {
-        let (tasks, effects) = state.withLockedValue { state -> ([Task<Void, Never>], Effects) in
+        let (tasks, effects) = state.withLock { state -> ([Task<Void, Never>], Effects) in
             state.closed = true
             var effects = Effects()
             effects.wakes = state.idleWaiters

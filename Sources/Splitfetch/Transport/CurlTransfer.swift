@@ -26,11 +26,18 @@ final class CurlTransfer: @unchecked Sendable {
     var continuation: CheckedContinuation<TransferResult, Never>?
     /// Its download's claim on a batch's ``NetworkGate``; set before the transfer is posted.
     var ticket: NetworkTicket?
+    /// The download that got the permit this transfer's end gave back, on the transport thread:
+    /// told by this transfer's task once it resumes (set before that).
+    var permitHandedTo: NetworkTicket?
     /// The transport a ``NetworkGate`` handed it to, when not the one asked (set under the
     /// gate's lock, before the hand-off); `nil`: the one asked.
     var owner: CurlTransport?
-    /// Called on the transport thread once libcurl has the transfer; set before it is posted.
-    var started: (@Sendable () -> Void)?
+    /// How long it may wait for its body's first byte (or its end), and what to do then; set
+    /// before it is posted, run by the transport thread (``CurlTransport/perform(_:sink:ticket:headTimeout:)``).
+    var headTimeout: (limit: Duration, action: @Sendable () -> Void)?
+    /// When ``headTimeout`` runs out, from when libcurl had the transfer; `nil` before that, once
+    /// a body byte came, and once it ran. Only the transport thread reads and writes it.
+    var headDeadline: ContinuousClock.Instant?
     /// Asks the transport thread to go on with a paused transfer; set by the transport thread
     /// that starts the transfer, before libcurl has it.
     var resume: (@Sendable () -> Void)?
@@ -181,6 +188,10 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     private func onBody(_ body: UnsafeRawBufferPointer) -> Int {
+        if headDeadline != nil {
+            headDeadline = nil
+            headTimeout = nil
+        }
         // Over FTP, libcurl writes the fields it makes up for a request without a body to the
         // body too: they are not the file.
         if request.method == .head && request.fileTransfer != nil { return body.count }
@@ -291,9 +302,22 @@ final class CurlTransfer: @unchecked Sendable {
     /// Resumes the waiting task, once.
     func finish(cancelled: Bool) {
         if cancelled { result.cancelled = true }
+        takeCompletion()?.resume()
+    }
+
+    /// A waiting task and what to resume it with.
+    struct Completion {
+        let continuation: CheckedContinuation<TransferResult, Never>
+        let result: TransferResult
+        func resume() { continuation.resume(returning: result) }
+    }
+
+    /// Takes the waiting task (once; `nil` after) and its result, for the caller to resume once
+    /// it holds no reference to this transfer.
+    func takeCompletion() -> Completion? {
         if result.head == nil && head.status != 0 { result.head = head }
-        let c = continuation
-        continuation = nil
-        c?.resume(returning: result)
+        guard let continuation else { return nil }
+        self.continuation = nil
+        return Completion(continuation: continuation, result: result)
     }
 }

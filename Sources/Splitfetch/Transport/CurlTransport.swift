@@ -112,18 +112,20 @@ final class CurlTransport: Sendable {
     ///   - ticket: the download's claim on its batch's ``NetworkGate``: its first transfer waits
     ///     there for a permit (ready, not on this transport) until another download's network
     ///     part ends.
-    ///   - started: called on the transport thread when the transfer is handed to libcurl (after
-    ///     any wait at the gate): a caller's own timer starts there.
+    ///   - headTimeout: how long the transfer may go without a byte of its body (or its end) from
+    ///     when libcurl has it (after any wait at the gate), and what to do then: called once, on
+    ///     the transport thread, unless a body byte came or the transfer ended first. Timed by the
+    ///     transport thread itself, with no lock shared with other threads.
     func perform(_ request: TransferRequest, sink: (any TransferSink)?, ticket: NetworkTicket? = nil,
-                 started: (@Sendable () -> Void)? = nil) async -> TransferResult {
+                 headTimeout: (limit: Duration, action: @Sendable () -> Void)? = nil) async -> TransferResult {
         var request = request
         if closesConnections { request.closesConnection = true }
         let transfer = CurlTransfer(id: Self.nextID.wrappingAdd(1, ordering: .relaxed).oldValue, request: request, sink: sink)
         transfer.ticket = ticket
-        transfer.started = started
+        transfer.headTimeout = headTimeout
         underWay.wrappingAdd(1, ordering: .relaxed)
         defer { underWay.wrappingSubtract(1, ordering: .relaxed) }
-        return await withTaskCancellationHandler {
+        let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 transfer.continuation = continuation
                 if let ticket, !ticket.gate.admit(transfer, ticket: ticket, on: self) { return }
@@ -140,6 +142,10 @@ final class CurlTransport: Sendable {
             // orders its `owner` before this read).
             (transfer.owner ?? self).post(.cancel(transfer))
         }
+        // The download its permit went to, when the transport thread handed it on, hears of it
+        // here rather than from that thread.
+        transfer.permitHandedTo?.admitted?()
+        return result
     }
 
     /// Hands a transfer that waited at a ``NetworkGate`` to the transport thread.
@@ -305,47 +311,64 @@ final class CurlTransport: Sendable {
                     return
                 }
                 // A request started on a connection an answer freed is sent (by another pass, at
-                // most a few) before the answers wake their downloads, whose threads would
-                // otherwise take the cores first.
-                var ended: [CurlTransfer] = []
+                // most a few) before anything else: then the ended transfers' handles are put
+                // away, and the answers wake their downloads, whose threads would otherwise take
+                // the cores first. (A download given a permit here hears of it from the task of
+                // the transfer that gave it back, on the pool: see ``perform``.)
+                var ended = Ended()
                 for _ in 0..<4 {
                     var running: Int32 = 0
                     _ = curl_multi_perform(multi, &running)
                     var left: Int32 = 0
-                    var startedHere = false
+                    let startedBefore = ended.started
                     while let info = curl_multi_info_read(multi, &left) {
-                        guard info.pointee.msg == CURLMSG_DONE, let easy = info.pointee.easy_handle,
-                              let (transfer, startedNext) = complete(easy: easy, code: info.pointee.data.result, multi: multi)
-                        else { continue }
-                        ended.append(transfer)
-                        startedHere = startedHere || startedNext
+                        guard info.pointee.msg == CURLMSG_DONE, let easy = info.pointee.easy_handle else { continue }
+                        complete(easy: easy, code: info.pointee.data.result, multi: multi, into: &ended)
                     }
-                    if !startedHere { break }
+                    if ended.started == startedBefore { break }
                 }
-                for transfer in ended { transfer.finish(cancelled: false) }
+                var completions: [CurlTransfer.Completion] = []
+                completions.reserveCapacity(ended.handles.count)
+                for (transfer, easy) in ended.handles {
+                    putAway(easy, of: transfer, multi: multi)
+                    if let completion = transfer.takeCompletion() { completions.append(completion) }
+                }
+                // The loop's last references to the ended transfers go before their tasks resume,
+                // so a transfer is freed by its task, on Swift's pool, not here: this thread's
+                // time is the next answer's, and the answers of a list come in step.
+                ended = Ended()
+                for completion in completions { completion.resume() }
                 _ = curl_multi_poll(multi, nil, 0, resumeDueTransfers(), nil)
             }
         }
 
-        /// Resumes the transfers whose rate-limit wait is over (``CurlTransfer/resumeAt``); returns
-        /// how long the poll may sleep, in milliseconds: until the next such wait ends (rounded
-        /// up), at most a second.
+        /// Resumes the transfers whose rate-limit wait is over (``CurlTransfer/resumeAt``) and runs
+        /// the head timeouts that are due (``CurlTransfer/headDeadline``); returns how long the
+        /// poll may sleep, in milliseconds: until the next such time (rounded up), at most a second.
         private func resumeDueTransfers() -> CInt {
             var now = ContinuousClock.now
             var due: [CurlTransfer] = []
+            var timedOut: [@Sendable () -> Void] = []
             for transfer in active.values {
                 // Never early: a budget still in debt would pause the transfer a whole wait again.
                 if let at = transfer.resumeAt, at <= now { due.append(transfer) }
+                if let at = transfer.headDeadline, at <= now, let timeout = transfer.headTimeout {
+                    transfer.headDeadline = nil
+                    transfer.headTimeout = nil
+                    timedOut.append(timeout.action)
+                }
             }
             for transfer in due {
                 transfer.resumeAt = nil
                 // The held piece is offered again inside this call, and may pause it again.
                 if let easy = transfer.easy { _ = curl_easy_pause(easy, 0) }  // CURLPAUSE_CONT
             }
-            if !due.isEmpty { now = .now }
+            for action in timedOut { action() }
+            if !due.isEmpty || !timedOut.isEmpty { now = .now }
             var wait: Duration = .seconds(1)
             for transfer in active.values {
                 if let at = transfer.resumeAt { wait = min(wait, at - now) }
+                if let at = transfer.headDeadline { wait = min(wait, at - now) }
             }
             return CInt(max(0, (wait.seconds * 1000).rounded(.up)))
         }
@@ -379,7 +402,9 @@ final class CurlTransport: Sendable {
                 return
             }
             active[transfer.id] = transfer
-            transfer.started?()
+            // The clock starts when libcurl has the request: a wait at the batch's gate is not
+            // the server's slowness.
+            if let timeout = transfer.headTimeout { transfer.headDeadline = .now + timeout.limit }
         }
 
         private func cancel(_ transfer: CurlTransfer, multi: UnsafeMutableRawPointer) {
@@ -391,32 +416,47 @@ final class CurlTransport: Sendable {
             current.finish(cancelled: true)
         }
 
-        /// Ends the transfer of `easy` and starts what its permit lets go here; returns the
-        /// transfer, for the caller to ``CurlTransfer/finish(cancelled:)``, and whether a request
-        /// was started (to be sent first).
-        private func complete(easy: UnsafeMutableRawPointer, code: CURLcode,
-                              multi: UnsafeMutableRawPointer) -> (CurlTransfer, startedNext: Bool)? {
+        /// What a pass of the loop ended, for after the requests it started are sent.
+        struct Ended {
+            /// The ended transfers, each with its handle, still in the multi handle.
+            var handles: [(transfer: CurlTransfer, easy: UnsafeMutableRawPointer)] = []
+            /// Requests started on connections the ended transfers freed.
+            var started = 0
+        }
+
+        /// Ends the transfer of `easy` (its result read) and starts what its permit lets go here,
+        /// adding to `ended` what is left to do once the started requests are sent: the handle to
+        /// put away (``putAway(_:of:multi:)``) and the transfer to finish. Its connection went back to libcurl's cache when it ended, so the next
+        /// request reuses it with the handle still attached; that handle is detached and reset
+        /// after the send, and a thread keeps a second handle for the request started meanwhile.
+        private func complete(easy: UnsafeMutableRawPointer, code: CURLcode, multi: UnsafeMutableRawPointer, into ended: inout Ended) {
             var raw: UnsafeMutableRawPointer?
             _ = sf_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &raw)
-            guard let raw else { return nil }
+            guard let raw else { return }
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(raw).takeUnretainedValue()
-            guard active.removeValue(forKey: transfer.id) != nil else { return nil }
+            guard active.removeValue(forKey: transfer.id) != nil else { return }
             transfer.collect(easy: easy, code: code)
+            ended.handles.append((transfer, easy))
+            // Its download needs the network no more (``CurlTransfer/endsItsDownload``): its permit
+            // passes on here, and a request waiting at the batch's gate starts on the connection
+            // just freed, before this answer reaches the pool.
+            guard let ticket = transfer.ticket, transfer.endsItsDownload else { return }
+            var started = 0
+            let next = ticket.release(freedOn: transport, tellLater: true) { [self] waiting in
+                start(waiting, multi: multi)
+                started += 1
+            }
+            ended.started += started
+            // Told by the ended transfer's task, on the pool (``CurlTransfer/permitHandedTo``).
+            transfer.permitHandedTo = next
+        }
+
+        /// Detaches an ended transfer's handle from the multi handle and resets it for reuse.
+        private func putAway(_ easy: UnsafeMutableRawPointer, of transfer: CurlTransfer, multi: UnsafeMutableRawPointer) {
             curl_multi_remove_handle(multi, easy)
             transfer.release(easy)
             curl_easy_reset(easy)
             pool.append(easy)
-            // Its download needs the network no more (``CurlTransfer/endsItsDownload``): its permit
-            // passes on here, and a request waiting at the batch's gate starts on the connection
-            // just freed, before this answer reaches the pool.
-            var startedNext = false
-            if let ticket = transfer.ticket, transfer.endsItsDownload {
-                ticket.release(freedOn: transport) { [self] waiting in
-                    start(waiting, multi: multi)
-                    startedNext = true
-                }
-            }
-            return (transfer, startedNext)
         }
     }
 }
