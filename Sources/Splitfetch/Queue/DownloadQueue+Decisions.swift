@@ -1,5 +1,4 @@
 import DownloadCore
-import Synchronization
 import NIOConcurrencyHelpers
 
 /// Carrying the schedule's decisions out: each operation applies a decision of

@@ -1,5 +1,4 @@
 import DownloadCore
-import Synchronization
 
 /// Looking at a queue: its downloads now, its events from now on, and waiting for it to be idle.
 extension DownloadQueue {

@@ -1,5 +1,4 @@
 import NIOConcurrencyHelpers
-import Synchronization
 
 /// Taking downloads out of the queue: removed (stopped, data kept), discarded (removed and
 /// forgotten once stopped), forgotten (a finished one dropped from the snapshots).

@@ -1,6 +1,5 @@
 public import SystemPackage
 import DownloadCore
-import Synchronization
 import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
@@ -108,9 +107,9 @@ public final class DownloadQueue: Sendable {
     private let ownsSession: Bool
     /// The queue's budget: every download's own is within it. Unlimited unless set.
     let limit: RateLimit
-    /// A `Mutex`, which spins a moment before it sleeps, as the batch's ``NetworkGate``: each
-    /// file's end, event and admission takes it from the pool's threads, often at once.
-    let state: Mutex<State>
+    /// Under a ``SpinningLock``, as the batch's ``NetworkGate``: each file's end, event and
+    /// admission takes it from the pool's threads, often at once.
+    let state: SpinningLock<State>
     /// Sees each run's ``Download`` before it runs (``Session/download(_:jobs:observe:)``).
     let observe: (@Sendable (ID, Download) -> Void)?
     /// Where readied downloads wait for the network (``QueueSchedule/readiesAhead``): as many
@@ -142,7 +141,7 @@ public final class DownloadQueue: Sendable {
         limit = RateLimit(unlimitedWithin: nil)
         if let bytesPerSecond { limit.setBytesPerSecond(max(1, bytesPerSecond)) }
         let ahead = readyAhead && self.session.limiter == nil
-        state = Mutex(State(schedule: QueueSchedule(maximumActive: maximumActive, readiesAhead: ahead)))
+        state = SpinningLock(State(schedule: QueueSchedule(maximumActive: maximumActive, readiesAhead: ahead)))
         gate = ahead ? NetworkGate(permits: max(1, maximumActive)) : nil
     }
 

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// At most `permits` downloads of a batch on the network at once, while others wait ready: their
 /// local checks done and their first request made, parked here rather than on a transport.
@@ -54,15 +53,12 @@ final class NetworkGate: Sendable {
         }
     }
 
-    /// A `Mutex`, which spins a moment before it sleeps: the transport threads of a list whose
-    /// answers come in step all take it at once, to hand their permits on. Under `NIOLock` (a
-    /// pthread mutex, which sleeps at once) 748 of 2,000 files' hand-offs slept on it or woke a
-    /// thread that had; with this, the transport threads made 1,319 futex calls in all for the
-    /// 2,000 files instead of 1,848 (`perf record` of the calls, the bench's list).
-    let state: Mutex<State>
+    /// Under a ``SpinningLock``: the transport threads of a list whose answers come in step all
+    /// take it at once, to hand their permits on.
+    let state: SpinningLock<State>
 
     init(permits: Int) {
-        state = Mutex(State(permits: max(1, permits), free: max(1, permits)))
+        state = SpinningLock(State(permits: max(1, permits), free: max(1, permits)))
     }
 
     /// Changes how many downloads may be on the network at once (0 lets none go). A higher number
