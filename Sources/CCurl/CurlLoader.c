@@ -11,7 +11,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <string.h>
 
 // Not in the executable's dynamic symbol table, whatever the link's options.
 #define HIDDEN __attribute__((visibility("hidden")))
@@ -71,7 +70,6 @@ HIDDEN const char *sf_curl_failure(void) {
 static const char not_loaded[] = "libcurl could not be loaded";
 
 // The stubs, under libcurl's names.
-HIDDEN CURLcode curl_global_init(long flags) { return ready() ? api.curl_global_init(flags) : CURLE_FAILED_INIT; }
 HIDDEN void curl_free(void *p) { if (ready()) api.curl_free(p); }
 
 HIDDEN CURL *curl_easy_init(void) { return ready() ? api.curl_easy_init() : NULL; }

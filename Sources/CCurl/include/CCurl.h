@@ -4,8 +4,9 @@
 // (relocations and constructors), before the first line of Swift; a refresh of a list waits for
 // that before its first request. So the executable does not link it: CurlLoader.c opens it with
 // dlopen, once, on first use (Splitfetch's `Libcurl.preload` starts that on a thread of its own
-// ahead of the first download), and defines each libcurl function Splitfetch calls (curl_easy_init, curl_url_set, ...) as a hidden
-// stub that waits for the load and calls through. Callers use libcurl's own names and types.
+// ahead of the first download), and defines each libcurl function Splitfetch calls
+// (curl_easy_init, curl_url_set, ...) as a hidden stub that waits for the load and calls through.
+// Callers use libcurl's own names and types.
 //
 // Swift cannot call a C variadic function, so each argument type of curl_easy_setopt,
 // curl_easy_getinfo and curl_multi_setopt gets a function of its own here.

@@ -191,7 +191,8 @@ public final class DownloadQueue: Sendable {
     /// - Returns: its identifier.
     /// - Throws: ``DownloadError`` (``DownloadError/Code/usage``) for a URL that is not `http`,
     ///   `https`, `ftp`, `ftps` or `sftp`, an identifier already in the queue, or a queue shut down;
-    ///   (``DownloadError/Code/network``) when libcurl cannot be loaded (``Libcurl/failure``).
+    ///   (``DownloadError/Code/network``) when libcurl cannot be loaded (see ``Libcurl``; the first
+    ///   add loads it on the caller's thread unless ``Libcurl/ready()`` was awaited).
     @discardableResult
     public func add(_ url: String, to destination: FilePath, id: ID? = nil, priority: Int = 0, at position: Int? = nil,
                     paused: Bool = false, bytesPerSecond: Int64? = nil,
