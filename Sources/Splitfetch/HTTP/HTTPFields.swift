@@ -147,11 +147,7 @@ package enum HTTPFields {
                 return .reject(DownloadError(.remoteChanged,
                     "\(where_): the file changed on the server (Last-Modified \(ours) is now \(theirs))", httpStatus: head.status))
             }
-            if let encoding = head.first("content-encoding"), encoding.lowercased() != "identity" {
-                // Asked with Accept-Encoding: identity; a server that compresses anyway will again.
-                return .reject(DownloadError(.protocolViolation,
-                    "\(where_): the server sent the body with Content-Encoding \(encoding) although asked for identity", httpStatus: head.status))
-            }
+            if let error = codingRefusal(head, url: where_) { return .reject(error) }
         }
         if head.status == 200 {
             let length: Int64?
@@ -218,6 +214,15 @@ package enum HTTPFields {
         case .success:
             return nil
         }
+    }
+
+    /// The refusal of a body sent with a content coding (`gzip`, …), or `nil`. Every request
+    /// asks with `Accept-Encoding: identity`; a server that compresses anyway will again, so
+    /// the error is not transient. `url` is already redacted.
+    static func codingRefusal(_ head: ResponseHead, url: String) -> DownloadError? {
+        guard let encoding = head.first("content-encoding"), encoding.trimmingSpaces().lowercased() != "identity" else { return nil }
+        return DownloadError(.protocolViolation,
+            "\(url): the server sent the body with Content-Encoding \(encoding) although asked for identity", httpStatus: head.status)
     }
 
     /// The weak comparison of two entity tags (RFC 9110, 8.8.3.2): equal once any `W/` is

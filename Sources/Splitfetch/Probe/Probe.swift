@@ -269,6 +269,9 @@ struct Probe {
     /// The resource a successful head describes, with its body open for adoption.
     private func opened(_ head: ResponseHead, sink: OpenBodySink, task: Task<TransferResult, Never>, requested: ByteRange,
                         finalURL: String) throws(DownloadError) -> (RemoteResource, OpenProbe?) {
+        // Refused before the body is held, so that no other connection starts for a fault
+        // that cannot clear.
+        if let error = HTTPFields.codingRefusal(head, url: redactedURL(finalURL)) { throw error }
         if head.status == 200 {
             let length = try lengthOrThrow(head, url: finalURL)
             let found = try checked(resource(finalURL: finalURL, head: head, size: length, ranges: false, method: "get"))

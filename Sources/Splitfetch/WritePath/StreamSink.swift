@@ -32,10 +32,7 @@ final class StreamSink: TransferSink, Sendable {
             }
             return HTTPFields.httpStatusError(head.status, url: url, head: head)
         }
-        if let encoding = head.first("content-encoding"), encoding.lowercased() != "identity" {
-            return DownloadError(.protocolViolation,
-                "\(redactedURL(url)): the server sent the body with Content-Encoding \(encoding) although asked for identity")
-        }
+        if let error = HTTPFields.codingRefusal(head, url: redactedURL(url)) { return error }
         switch HTTPFields.contentLength(head.all("content-length")) {
         case .failure(let e):
             return DownloadError(.protocolViolation, "\(redactedURL(url)): \(e.message)")
