@@ -35,6 +35,9 @@ extension SplitfetchCommand {
         }
         let list = collected
         guard !list.isEmpty else { return fail(.usage, "no URLs to download") }
+        // libcurl (loading since the start) reads the URLs and options from here on: once, rather
+        // than every URL failing its own way.
+        if let failure = await Libcurl.ready() { return fail(.failure, failure) }
         var options = makeOptions()
         do throws(DownloadError) {
             try options.validate()

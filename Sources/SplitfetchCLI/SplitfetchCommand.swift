@@ -147,36 +147,49 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
     /// statuses in the table: 0 for `--help` and `--version`, 2 for any usage error
     /// (swift-argument-parser's own is 64).
     public static func runCommandLine() async -> Never {
+        // libcurl loads on a thread of its own while the arguments are parsed and the list read.
+        Libcurl.preload()
         // A file size limit (ulimit -f) must be an error message, not a SIGXFSZ crash.
         signal(SIGXFSZ, SIG_IGN)
         if let failure = DaemonLauncher.execIfDaemonCommand(CommandLine.arguments) {
             writeRaw("splitfetch: \(failure)\n")
-            Glibc.exit(ExitStatus.usage.rawValue)
+            end(ExitStatus.usage.rawValue)
         }
         var parsed: any ParsableCommand
         do {
             parsed = try parseAsRoot(splittingClusters(Array(CommandLine.arguments.dropFirst())))
         } catch {
-            if exitCode(for: error) == .success {
-                exit(withError: error)  // prints the version or completion script; status 0
-            }
-            writeRaw("splitfetch: \(message(for: error))\nTry 'splitfetch --help' for more information.\n")
-            Glibc.exit(ExitStatus.usage.rawValue)
+            end(with: error)
         }
         guard let command = parsed as? SplitfetchCommand else {
             // --help and -h parse to swift-argument-parser's own help command, which prints.
-            do { try parsed.run() } catch { exit(withError: error) }
-            Glibc.exit(0)
+            do { try parsed.run() } catch { end(with: error) }
+            end(0)
         }
-        let status = await command.execute()
+        end(await command.execute().rawValue)
+    }
+
+    /// What swift-argument-parser's `exit(withError:)` does, with the statuses in the table: the
+    /// version, help or a completion script on standard output and 0, else the message and 2.
+    private static func end(with error: any Error) -> Never {
+        if exitCode(for: error) == .success {
+            print(fullMessage(for: error))
+            end(0)
+        }
+        writeRaw("splitfetch: \(message(for: error))\nTry 'splitfetch --help' for more information.\n")
+        end(ExitStatus.usage.rawValue)
+    }
+
+    /// Ends the process once stdio is flushed, with `_exit`, not `exit`: every file is closed and
+    /// synced by then, so nothing is left for exit handlers, and `exit` would run the destructors
+    /// of the libraries libcurl links (OpenSSL's cleanup, GnuTLS, p11-kit) while the process's
+    /// service threads (the I/O threads, Swift's pool finishing cancelled tasks) are still alive,
+    /// or while libcurl's load (``Libcurl/preload()``) is under way on its own thread. glibc then
+    /// sometimes found its heap damaged at exit and aborted (status 134, after the right message:
+    /// twice in about 400 fault-table runs).
+    private static func end(_ status: Int32) -> Never {
         fflush(nil)
-        // `_exit`, not `exit`: the work is done, every file closed and synced and stdio flushed,
-        // so nothing is left for exit handlers, and `exit` would run the destructors of the
-        // libraries libcurl links (OpenSSL's cleanup, GnuTLS, p11-kit) while the process's
-        // service threads (the I/O threads, Swift's pool finishing cancelled tasks) are still
-        // alive. glibc then sometimes found its heap damaged at exit and aborted (status 134,
-        // after the right message: twice in about 400 fault-table runs).
-        _exit(status.rawValue)
+        _exit(status)
     }
 
     /// Short flags, and short options that take a value, for ``splittingClusters(_:)``.
@@ -212,6 +225,7 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
     func execute() async -> ExitStatus {
         if let directory = input.listPartials { return await listPartials(in: directory) }
         if urls.count > 1 || input.inputFile != nil || input.resumePartials != nil { return await executeMany() }
+        if let failure = await Libcurl.ready() { return fail(.failure, failure) }
         let path = destination()
         var options = makeOptions()
         do throws(DownloadError) {

@@ -97,6 +97,9 @@ struct Serve: AsyncParsableCommand {
     var logLevel = "info"
 
     func run() async throws {
+        // libcurl loads on a thread of its own while the options are checked, not on the first
+        // download's thread.
+        Libcurl.preload()
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         var logger = Logger(label: "splitfetch.daemon")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
@@ -114,6 +117,7 @@ struct Serve: AsyncParsableCommand {
         let limit = try Aria2Options.size("--max-overall-download-limit", maxOverallDownloadLimit, atLeast: 0)
         if leaseSeconds < 1 { throw ValidationError("--lease-seconds must be at least 1") }
         if pollSeconds < 0.1 { throw ValidationError("--poll-seconds must be at least 0.1") }
+        if let failure = await Libcurl.ready() { throw ClientFailure(failure) }
         let store = try await openStore(state: state, logger: logger)
         var defaults = DownloadOptions()
         defaults.connections = split

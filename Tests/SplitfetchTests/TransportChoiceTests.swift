@@ -144,3 +144,26 @@ struct HTTP2ChoiceTests {
         #expect(policy.allows(ranged: ranged, lastAnswerOverHTTP2: lastAnswerOverHTTP2) == allowed)
     }
 }
+
+/// libcurl is loaded at run time (dlopen), once per process, whichever asks first.
+@Suite("libcurl's load")
+struct LibcurlLoadTests {
+    /// Tasks asking at once, with a preload under way or not, all get the one load's outcome,
+    /// without a thread of Swift's pool waiting on the loader; the loaded libcurl then parses URLs.
+    @Test func tasksAskingAtOnceShareOneLoad() async {
+        Libcurl.preload()
+        let outcomes = await withTaskGroup(of: String?.self) { group in
+            for _ in 0..<16 { group.addTask { await Libcurl.ready() } }
+            var all: [String?] = []
+            for await outcome in group { all.append(outcome) }
+            return all
+        }
+        #expect(outcomes.count == 16)
+        #expect(outcomes.allSatisfy { $0 == nil })
+        #expect(CurlGlobal.failure == nil)
+        let url = CurlURL("http://user:pw@Example.org:8080/a%2Fb")
+        #expect(url?.host == "example.org")
+        #expect(url?.port == 8080)
+        #expect(url?.user == "user")
+    }
+}

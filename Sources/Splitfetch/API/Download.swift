@@ -165,13 +165,13 @@ public final class Download: Sendable {
     }
 
     private func perform() async throws(DownloadError) -> DownloadStatistics {
+        // Loaded off the pool (options and URLs are read by libcurl's parser).
+        if let failure = await Libcurl.ready() { throw DownloadError(.network, failure) }
         try options.validate()
         if let path = options.caCertificatePath?.string, !FileSystem.exists(path) {
             throw DownloadError(.usage, "CA certificate file \(path) does not exist")
         }
-        guard RemoteScheme.isSupported(url) else {
-            throw DownloadError(.usage, "\(redactedURL(url)): not \(RemoteScheme.names) URL")
-        }
+        try RemoteScheme.check(url)
         // Connections kept for reuse: each source's (mirrors a server announces may add more).
         let chosen = session?.assignTransport(for: url)
         network.withLockedValue { $0.transport = chosen }

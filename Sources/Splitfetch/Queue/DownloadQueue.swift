@@ -190,14 +190,14 @@ public final class DownloadQueue: Sendable {
     ///     ``DownloadOptions/rateLimit`` is replaced by the download's own.
     /// - Returns: its identifier.
     /// - Throws: ``DownloadError`` (``DownloadError/Code/usage``) for a URL that is not `http`,
-    ///   `https`, `ftp`, `ftps` or `sftp`, an identifier already in the queue, or a queue shut down.
+    ///   `https`, `ftp`, `ftps` or `sftp`, an identifier already in the queue, or a queue shut down;
+    ///   (``DownloadError/Code/network``) when libcurl cannot be loaded (see ``Libcurl``; the first
+    ///   add loads it on the caller's thread unless ``Libcurl/ready()`` was awaited).
     @discardableResult
     public func add(_ url: String, to destination: FilePath, id: ID? = nil, priority: Int = 0, at position: Int? = nil,
                     paused: Bool = false, bytesPerSecond: Int64? = nil,
                     optionsAtStart: @escaping @Sendable (ID) throws(DownloadError) -> DownloadOptions) throws(DownloadError) -> ID {
-        guard RemoteScheme.isSupported(url) else {
-            throw DownloadError(.usage, "\(redactedURL(url)): not \(RemoteScheme.names) URL")
-        }
+        try RemoteScheme.check(url)
         let id = id ?? Self.newID()
         let own = bytesPerSecond.map { RateLimit(bytesPerSecond: max(1, $0), within: limit) }
         let record = Record(url: url, destination: destination, options: optionsAtStart, limit: own)

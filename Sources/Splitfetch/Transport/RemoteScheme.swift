@@ -6,6 +6,14 @@ package enum RemoteScheme {
     /// For messages: "an http, https, ftp, ftps or sftp".
     static let names = "an http, https, ftp, ftps or sftp"
 
+    /// Throws unless libcurl is ready (``Libcurl/failure``: ``DownloadError/Code/network``, the
+    /// transport cannot be set up) and reads `url` as a URL of a scheme Splitfetch downloads from
+    /// (``DownloadError/Code/usage``).
+    static func check(_ url: String) throws(DownloadError) {
+        if let failure = CurlGlobal.failure { throw DownloadError(.network, failure) }
+        guard isSupported(url) else { throw DownloadError(.usage, "\(redactedURL(url)): not \(names) URL") }
+    }
+
     /// Whether libcurl reads `url` as a URL of a scheme Splitfetch downloads from.
     package static func isSupported(_ url: String) -> Bool {
         guard let scheme = CurlURL(url)?.scheme else { return false }
