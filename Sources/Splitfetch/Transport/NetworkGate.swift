@@ -1,4 +1,3 @@
-
 /// At most `permits` downloads of a batch on the network at once, while others wait ready: their
 /// local checks done and their first request made, parked here rather than on a transport.
 ///
