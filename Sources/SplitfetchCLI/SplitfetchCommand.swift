@@ -42,7 +42,12 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
     /// The single URL of a one-file run.
     var url: String { urls.first ?? "" }
 
+    /// Set while the arguments are parsed a second time, without these checks, to find an error
+    /// swift-argument-parser would report after them (see ``runCommandLine()``).
+    @TaskLocal static var skipsValidation = false
+
     public mutating func validate() throws {
+        if Self.skipsValidation { return }
         guard !urls.isEmpty || input.inputFile != nil || input.resumePartials != nil || input.listPartials != nil else {
             throw ValidationError("missing URL (give one or more, --input-file, or --resume-partials)")
         }
@@ -155,11 +160,12 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
             writeRaw("splitfetch: \(failure)\n")
             end(ExitStatus.usage.rawValue)
         }
+        let arguments = splittingClusters(Array(CommandLine.arguments.dropFirst()))
         var parsed: any ParsableCommand
         do {
-            parsed = try parseAsRoot(splittingClusters(Array(CommandLine.arguments.dropFirst())))
+            parsed = try parseAsRoot(arguments)
         } catch {
-            end(with: error)
+            end(with: firstUsageError(error, arguments))
         }
         guard let command = parsed as? SplitfetchCommand else {
             // --help and -h parse to swift-argument-parser's own help command, which prints.
@@ -167,6 +173,19 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
             end(0)
         }
         end(await command.execute().rawValue)
+    }
+
+    /// The error to report for `arguments`, given the one their parse threw. swift-argument-parser
+    /// runs ``validate()`` before it looks for arguments nobody took, so `splitfetch --bogus`
+    /// said "missing URL"; parsed again without the checks, an unknown option or a stray value
+    /// is reported instead, as curl and wget do. Only on the error path, so it costs a run nothing.
+    static func firstUsageError(_ thrown: any Error, _ arguments: [String]) -> any Error {
+        do {
+            _ = try $skipsValidation.withValue(true) { try parseAsRoot(arguments) }
+            return thrown
+        } catch {
+            return error
+        }
     }
 
     /// What swift-argument-parser's `exit(withError:)` does, with the statuses in the table: the

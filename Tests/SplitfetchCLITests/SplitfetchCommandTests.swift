@@ -26,6 +26,28 @@ struct CommandParsingTests {
         #expect(SplitfetchCommand.splittingClusters(arguments) == expected)
     }
 
+    /// An unknown option or a stray value is the error reported, even when a check of the
+    /// command (a missing URL, a bad --jobs) would have failed first.
+    @Test("the first usage error is the parser's", arguments: [
+        (["--bogus"], "Unknown option '--bogus'"),
+        (["--jobs", "0", "--bogus", "u"], "Unknown option '--bogus'"),
+        ([], "missing URL"),
+        (["--jobs", "0", "u"], "--jobs must be between"),
+    ] as [([String], String)])
+    func firstUsageError(arguments: [String], expected: String) throws {
+        let split = SplitfetchCommand.splittingClusters(arguments)
+        let thrown: any Error
+        do {
+            _ = try SplitfetchCommand.parseAsRoot(split)
+            Issue.record("\(arguments) parsed")
+            return
+        } catch {
+            thrown = error
+        }
+        let message = SplitfetchCommand.message(for: SplitfetchCommand.firstUsageError(thrown, split))
+        #expect(message.contains(expected), "\(message)")
+    }
+
     @Test func valuesAndDefaultsReachTheOptions() throws {
         let command = try Self.parse(["-qfn16", "--min-segment-size", "512K", "--limit-rate=8M", "--stall-timeout", "2.5",
                                       "-H", "A: 1", "-H", "B: 2", "--retries", "3", "https://example.org/f.iso"])
