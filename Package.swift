@@ -170,7 +170,8 @@ let package = Package(
         ),
         .testTarget(
             name: "SplitfetchCLITests",
-            dependencies: ["SplitfetchCLI", "Splitfetch", "TestHTTPServer", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["SplitfetchCLI", "Splitfetch", "TestHTTPServer", .product(name: "SystemPackage", package: "swift-system"),
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,6 +1,8 @@
 import Foundation
+import Logging
 import Splitfetch
 @testable import SplitfetchCLI
+import Synchronization
 import SystemPackage
 import TestHTTPServer
 import Testing
@@ -42,12 +44,49 @@ struct FaultTableTests {
         #expect(Self.checks.count >= 40, "\(Self.checks.count) checks read from Tests/Faults/faults.tsv")
     }
 
+    /// The download's debug log, kept so that a row ending otherwise than the table says can show
+    /// what each connection asked and decided (a row that stalled only under ThreadSanitizer's
+    /// load could not be told apart from a server that never answered).
+    struct Transcript: LogHandler {
+        let evidence: Evidence
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .debug
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let fields = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            let line = String(format: "%.6f ", Date().timeIntervalSince1970) + "\(event.message) \(fields)"
+            evidence.client.withLock { $0.append(line) }
+        }
+    }
+
+    /// Both sides of a row, for its failure message: the client's log and the server's timing log.
+    final class Evidence: Sendable {
+        let client = Mutex<[String]>([])
+        let serverLog: String
+
+        init(serverLog: String) { self.serverLog = serverLog }
+
+        var text: String {
+            let server = (try? String(contentsOfFile: serverLog, encoding: .utf8)) ?? "(no server log)"
+            return "client:\n" + client.withLock { $0.suffix(60).joined(separator: "\n") }
+                + "\nserver:\n" + server.split(separator: "\n").suffix(60).joined(separator: "\n")
+        }
+    }
+
     @Test(arguments: checks)
     func check(_ check: Check) async throws {
-        let server = try await TestServer()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("splitfetch-faults-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = TestServer.Configuration()
+        configuration.timingLogPath = directory + "/server.log"
+        let server = try await TestServer(configuration: configuration)
+        let evidence = Evidence(serverLog: directory + "/server.log")
         func fill(_ text: String) -> String {
             text.replacingOccurrences(of: "{base}", with: server.baseURL)
                 .replacingOccurrences(of: "{half}", with: String(Self.size / 2))
@@ -63,19 +102,20 @@ struct FaultTableTests {
             as? SplitfetchCommand)
         var options = command.makeOptions()
         options.durability.syncBeforeRename = false
+        options.logger = Logger(label: "fault-table") { [evidence] _ in Transcript(evidence: evidence) }
         let path = directory + "/f"
         do {
             _ = try await Download(url, to: FilePath(path), options: options).run()
             await server.shutdown()
-            #expect(check.expect == nil, "finished, but the table says exit \(check.expect ?? 0)")
+            #expect(check.expect == nil, "finished, but the table says exit \(check.expect ?? 0)\n\(evidence.text)")
             // The size the URL's /size/N/ names.
             let named = url.range(of: "/size/").map { url[$0.upperBound...].prefix { $0.isNumber } }
             let size = named.flatMap { Int64($0) } ?? Self.size
             #expect(try sha256HexOfFile(atPath: path) == SyntheticContent(size: size).sha256Hex())
         } catch let error as DownloadError {
             await server.shutdown()
-            #expect(ExitStatus(error.code).rawValue == check.expect, "\(error.message)")
-            #expect(error.message.contains(fill(check.text)), "\(error.message)")
+            #expect(ExitStatus(error.code).rawValue == check.expect, "\(error.message)\n\(evidence.text)")
+            #expect(error.message.contains(fill(check.text)), "\(error.message)\n\(evidence.text)")
             #expect(!FileManager.default.fileExists(atPath: path))
         }
     }
