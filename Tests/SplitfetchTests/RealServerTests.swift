@@ -47,6 +47,7 @@ struct RealServerTests {
                 let stats = try await download.run()
                 let errors = await retries.value
                 #expect(try sha256HexOfFile(atPath: dir + "/f") == SyntheticContent(size: Self.size).sha256Hex())
+                #expect(!fileExists(dir + "/f.part"))
                 #expect(stats.mode == .segmented)
                 #expect(stats.requests >= Int(Self.size / 65536))
                 // Were short answers failures, each would count: about one retry per request. A
