@@ -368,6 +368,12 @@ extension Daemon {
                     // Paused, removed or claimed elsewhere: stopped. Ended here (the end read
                     // back): let go, with nothing left to stop.
                     stop.append(gid)
+                } else if row.holder == fleet.worker && row.job.state == .active {
+                    // Claimed by this daemon and not held yet: the claim's answer is being
+                    // adopted, which records the job as waiting until the queue starts it. Taken
+                    // from the row, the job showed as running while it was not in the queue, and
+                    // its start was announced twice.
+                    continue
                 }
                 let old = state.jobs[gid]
                 state.store(row.job)

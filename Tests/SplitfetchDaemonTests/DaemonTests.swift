@@ -238,6 +238,26 @@ struct DaemonTests {
         }
     }
 
+    /// A claim's answer is adopted while a read of the same row may come back first (the claim's
+    /// own announcement): that row says `active`, held here, but the job is not in the queue yet.
+    /// The copy keeps its own record; taking the row's showed the job running (a full run saw it
+    /// `active`, then `waiting` as the adoption went on) and announced its start twice.
+    @Test(.enabled(if: PostgresServer.url != nil)) func aRowClaimedHereIsNotTakenAsRunningBeforeItIsAdopted() async throws {
+        try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
+            let store = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store)
+            let fleet = try #require(daemon.fleet)
+            let gid = try #require(try await rpc.result("aria2.addUri", [.string("http://127.0.0.1:9/a.bin")],
+                                                        ["out": "a.bin", "pause": "true"]).string)
+            var claimed = try #require(daemon.job(gid))
+            claimed.state = .active
+            daemon.apply([.init(job: claimed, holder: fleet.worker, version: 1 << 40)], asked: [gid], fleet)
+            #expect(daemon.job(gid)?.state == .paused)
+            await daemon.shutdown()
+            await store.close()
+        } }
+    }
+
     /// A daemon of a fleet whose renewals went unconfirmed stops what runs, but a job that ended
     /// here still has its end written once the database takes writes again. The end waits
     /// behind a write the locked table holds up; letting the job go with the running ones
