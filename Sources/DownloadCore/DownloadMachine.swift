@@ -289,11 +289,16 @@ public struct DownloadMachine: Sendable {
         switch (transfer.abortReason, end) {
         case (.takenOver?, _), (.stopping?, _):
             break
-        case (.stalled?, _):
+        case (.stalled?, .aborted):
             judge(failure: TransferFailure(kind: .network(.stalled)), of: transfer, wrote: wrote, now: now, into: &actions)
         case (nil, .aborted):
             stop(.cancelled)  // stopped from outside: the caller is going away
-        case (nil, .completed):
+        // Ended on its own before the stall's abort reached it (its end was waiting behind the
+        // tick that found it silent, in a process too loaded to read its events at once): judged
+        // by how it ended. Judged as a stall, a server's answer that asks for something else
+        // (drop If-Range, resolve an expired URL again) was retried as it was until the
+        // retries ran out.
+        case (.stalled?, .completed), (nil, .completed):
             if case .stream = mode {
                 streamComplete = true
                 slots[slot].failures = 0
@@ -305,7 +310,7 @@ public struct DownloadMachine: Sendable {
             } else {
                 judge(failure: TransferFailure(kind: .protocolFault(.lengthMismatch)), of: transfer, wrote: wrote, now: now, into: &actions)
             }
-        case (nil, .failed(let failure)):
+        case (.stalled?, .failed(let failure)), (nil, .failed(let failure)):
             judge(failure: failure, of: transfer, wrote: wrote, now: now, into: &actions)
         }
         return actions + advance(now: now)

@@ -502,6 +502,28 @@ struct DownloadMachineTests {
         if case .notify(.retrying(0, 1, 1, _))? = ended.first {} else { Issue.record("\(ended)") }
     }
 
+    /// A transfer found silent whose own end was already on its way (a loaded process reads its
+    /// events late): judged by how it ended, not as a stall. A full ThreadSanitizer run judged a
+    /// server's 200 to `If-Range` as a stall each time: If-Range was never dropped, and the
+    /// download gave up where it should have gone on without it.
+    @Test func aTransferEndingAsItIsAbortedForAStallIsJudgedByItsEnd() throws {
+        var m = M(configuration: Self.configuration(connections: 1, stallTimeout: 5))
+        _ = m.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true), now: 0)
+        _ = m.prepared(now: 0)
+        #expect(Self.aborts(m.tick(now: 6)) == [1: .stalled])
+        let ignored = M.TransferFailure(httpStatus: 200, kind: .protocolFault(.ignoredIfRange), ignoredIfRange: true)
+        let ended = m.transferEnded(1, .failed(ignored), now: 6.1)
+        #expect(ended.first == .notify(.ifRangeDropped(connection: 0, transfer: 1)))
+        let again = Self.starts(ended)
+        #expect(again.map(\.range) == [ByteRange(0, 4 * Self.MiB)])
+        #expect(again.allSatisfy { !$0.useIfRange })
+        // All of its range written just as it was found silent: done, not a failure.
+        let id = try #require(again.first).id
+        _ = Self.write(&m, id, from: 0, 4 * Self.MiB, now: 6.2)
+        #expect(Self.aborts(m.tick(now: 11.3)) == [id: .stalled])
+        #expect(!m.transferEnded(id, .completed, now: 11.4).contains { if case .notify(.retrying) = $0 { true } else { false } })
+    }
+
     @Test func anIdleConnectionTakesAStalledRemainderWholeAndStopsItsOwner() {
         var (m, _) = Self.running()
         // Transfer 1 is 64 KiB short of its end: too little to split while it moves.
