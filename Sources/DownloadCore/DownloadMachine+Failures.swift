@@ -30,6 +30,10 @@ extension DownloadMachine {
         if redirected, source == 0, let status = failure.httpStatus, RetryPolicy.statusesOfAnExpiredURL.contains(status) {
             // A signed URL expired: resolve it again rather than fail; its connection waits.
             if resolving { return }
+            // The answer to a request made before the last resolution: the old target's (read
+            // late, by a loaded process). The new one is in use already; its range is asked of it
+            // at once. Counted, such answers used up the resolutions while the new targets served.
+            if let resolvedAt = lastResolvedAt, transfer.startedAt < resolvedAt { return }
             if resolutionsLeft > 0 {
                 resolutionsLeft -= 1
                 resolving = true

@@ -95,6 +95,7 @@ extension DownloadMachine {
     public mutating func resolved(sameFile: Bool, now: Double) -> [Action] {
         guard resolving else { return [] }
         resolving = false
+        lastResolvedAt = now
         if !sameFile, let expired = expiredTransfer {
             stop(.transfer(expired, gaveUpAfter: nil))
         }

@@ -96,6 +96,8 @@ public struct DownloadMachine: Sendable {
     var redirected = false
     /// A ``Action/resolveAgain`` is out; idle connections wait for its answer.
     var resolving = false
+    /// When the URL given was last resolved again: older requests went to the target before.
+    var lastResolvedAt: Double?
     /// Re-resolutions left in a row; a transfer that writes bytes after one restores them.
     var resolutionsLeft = DownloadMachine.resolutionsInARow
     /// Expired URLs resolved again in a row before the download gives up.

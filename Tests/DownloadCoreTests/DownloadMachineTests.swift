@@ -375,6 +375,29 @@ struct DownloadMachineTests {
         #expect(Self.starts(resumed).map(\.range) == [ByteRange(0, 2 * Self.MiB), ByteRange(2 * Self.MiB, 4 * Self.MiB)])
     }
 
+    /// A 403 to a request made before the last resolution is the old target's, read late: its
+    /// range is asked of the new target at once, and no resolution is spent on it. A full
+    /// ThreadSanitizer run spent all three on such answers while the new targets served, and the
+    /// download stopped at 58 %.
+    @Test func anOldTargetsExpiryReadAfterTheResolutionSpendsNoResolution() throws {
+        var m = M(configuration: Self.configuration())
+        _ = m.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true, redirected: true), now: 0)
+        _ = m.prepared(now: 0)
+        let expired = M.TransferFailure(httpStatus: 403)
+        #expect(m.transferEnded(1, .failed(expired), now: 1).first == .resolveAgain)
+        let resumed = Self.starts(m.resolved(sameFile: true, now: 1.2))
+        #expect(resumed.map(\.range) == [ByteRange(0, 2 * Self.MiB)])
+        // Transfer 2 went out at 0, to the old target.
+        let late = m.transferEnded(2, .failed(expired), now: 1.3)
+        #expect(!late.contains(.resolveAgain))
+        #expect(!late.contains { if case .notify = $0 { true } else { false } })
+        let again = Self.starts(late)
+        #expect(again.map(\.range) == [ByteRange(2 * Self.MiB, 4 * Self.MiB)])
+        // A request to the new target that finds it expired resolves again.
+        let id = try #require(again.first).id
+        #expect(m.transferEnded(id, .failed(expired), now: 1.4).first == .resolveAgain)
+    }
+
     @Test func anExpiredRedirectTargetThatLeadsToAnotherFileStops() {
         var m = M(configuration: Self.configuration())
         _ = m.probed(M.ProbeAnswer(size: 4 * Self.MiB, acceptsRanges: true, redirected: true), now: 0)
