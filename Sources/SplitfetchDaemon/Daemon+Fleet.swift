@@ -54,9 +54,11 @@ extension Daemon {
                     // A claim the database never answers (a host that froze) would hold every later
                     // claim: it counts as failed after its limit. Rows it took meanwhile are
                     // claimed again by the next claim (they name this worker) or run out.
-                    let (store, worker, seconds) = (fleet.store, fleet.worker, fleet.leaseSeconds)
-                    let answer = await within(seconds: fleet.claimSeconds) {
-                        try await store.claimRows(owner: worker, count: free, seconds: seconds, holding: Array(held))
+                    // A claim waiting for a lock is ended by the server at the same limit, so that
+                    // it does not keep a connection of the pool once given up.
+                    let (store, worker, seconds, limit) = (fleet.store, fleet.worker, fleet.leaseSeconds, fleet.claimSeconds)
+                    let answer = await within(seconds: limit) {
+                        try await store.claimRows(owner: worker, count: free, seconds: seconds, holding: Array(held), lockWait: limit)
                     }
                     guard let answer else { throw NoAnswer(seconds: fleet.claimSeconds) }
                     jobs = try answer.get()
@@ -215,7 +217,7 @@ extension Daemon {
             let (store, worker, seconds, slots) = (fleet.store, fleet.worker, fleet.leaseSeconds, fleet.slots?.held ?? [:])
             let answer = await within(seconds: limit) {
                 try? await store.renewSlots(seconds: seconds, held: slots)
-                return try await store.renew(owner: worker, gids: asked, seconds: seconds)
+                return try await store.renew(owner: worker, gids: asked, seconds: seconds, lockWait: limit)
             }
             // Stopping (the renewal was cancelled with the loop): no decision to make.
             guard !Task.isCancelled else { return }

@@ -222,6 +222,53 @@ struct DaemonTests {
         } }
     }
 
+    /// A table locked for longer than a claim's limit (a migration, a dump, an administrator):
+    /// each claim given up is ended by the server too, so the pool keeps connections for reads.
+    /// Before, every wake left a claim waiting on the lock with a connection of its own; within
+    /// 20 s none was left, and a read of announced changes waited until the lock went (a full
+    /// ThreadSanitizer run waited 300 s so).
+    @Test(.enabled(if: PostgresServer.url != nil)) func claimsGivenUpOnALockedTableLeaveThePoolItsConnections() async throws {
+        let server = try await TestServer(configuration: .init())
+        defer { Task { await server.shutdown() } }
+        try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
+            let store = try await PostgresJobStore(address, logger: PostgresServer.quiet)
+            // Claims give up after 1 s.
+            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store, leaseSeconds: 2)
+            let fleet = try #require(daemon.fleet)
+            let url = server.url(size: 100_000, name: "a.bin")
+            let adding = try await PostgresServer.withClient(address) { client in
+                try await client.withConnection { connection in
+                    _ = try await connection.query("BEGIN", logger: PostgresServer.quiet)
+                    _ = try await connection.query("LOCK TABLE splitfetch_job IN SHARE MODE", logger: PostgresServer.quiet)
+                    let adding = Task { try await rpc.result("aria2.addUri", [.string(url)], ["out": "a.bin"]).string }
+                    try await eventually("the add waits for its commit") { daemon.allJobs().count == 1 }
+                    // Eight claims, each given up (the pool has 6 connections; the worker name
+                    // holds one, the add another).
+                    for _ in 0..<8 {
+                        fleet.wake()
+                        try await Task.sleep(for: .milliseconds(1_300))
+                    }
+                    daemon.heard(.missed, fleet)
+                    let read = await within(seconds: 30) {
+                        try await eventually("the queue is read again") { !fleet.state.withLockedValue { $0.reading } }
+                    }
+                    guard case .success? = read else {
+                        Issue.record("no connection was left for the read while the table was locked")
+                        _ = try await connection.query("COMMIT", logger: PostgresServer.quiet)
+                        return adding
+                    }
+                    _ = try await connection.query("COMMIT", logger: PostgresServer.quiet)
+                    return adding
+                }
+            }
+            let gid = try #require(try await adding.value)
+            try await eventually("it completes") { daemon.job(gid)?.state == .complete }
+            #expect(try sha256HexOfFile(atPath: dir + "/root/a.bin") == SyntheticContent(size: 100_000).sha256Hex())
+            await daemon.shutdown()
+            await store.close()
+        } }
+    }
+
     /// A daemon of a fleet that takes a download off its queue without a command (stopping as it
     /// adopted a claimed job: the race a full run under ThreadSanitizer lost) records nothing:
     /// the queue's `removed` was written as the job's end, and the restarted daemon never ran it.

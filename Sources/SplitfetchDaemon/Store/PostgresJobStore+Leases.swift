@@ -28,10 +28,16 @@ extension PostgresJobStore {
         public var version: Int64
     }
 
-    /// ``claim(owner:count:seconds:holding:)``, with each row's version.
-    public func claimRows(owner: String, count: Int, seconds: Double, holding: [String] = []) async throws -> [Row] {
+    /// ``claim(owner:count:seconds:holding:)``, with each row's version. With `lockWait`, the
+    /// server ends the claim once it has waited that long for a lock (the table locked by a
+    /// migration, a dump, an administrator): a claim its caller gave up on no longer holds one of
+    /// the pool's connections until the lock goes. Those abandoned claims, one per wake, took
+    /// every connection within 20 s of a locked table, and reads of announced changes waited
+    /// for ever behind them.
+    public func claimRows(owner: String, count: Int, seconds: Double, holding: [String] = [],
+                          lockWait: Double? = nil) async throws -> [Row] {
         let logger = logger
-        return try await onConnection { connection in
+        return try await onConnection { connection in try await Self.limitingLockWaits(connection, to: lockWait, logger: logger) { connection in
             var jobs: [Row] = []
             let rows = try await connection.query("""
                 WITH next AS (
@@ -51,14 +57,29 @@ extension PostgresJobStore {
                 """, logger: logger)
             for try await row in rows.decode((String, String?, Int64).self) { jobs.append(try Self.row(row)) }
             return jobs.sorted { ($0.job.priority, -$0.job.order) > ($1.job.priority, -$1.job.order) }
+        } }
+    }
+
+    /// Runs `body` in a transaction whose waits for locks end after `seconds` (`lock_timeout`,
+    /// local to the transaction: the pool's connection keeps no limit); without `seconds`, as
+    /// it is.
+    static func limitingLockWaits<T: Sendable>(_ connection: PostgresConnection, to seconds: Double?, logger: Logger,
+                                               _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        guard let seconds else { return try await body(connection) }
+        let milliseconds = String(max(1, Int((seconds * 1000).rounded())))
+        return try await connection.withTransaction(logger: logger) { connection in
+            _ = try await connection.query("SELECT set_config('lock_timeout', \(milliseconds), true)", logger: logger)
+            return try await body(connection)
         }
     }
 
     /// Extends `owner`'s leases on `gids` by `seconds` from now; returns the ones it still holds.
-    public func renew(owner: String, gids: [String], seconds: Double) async throws -> Set<String> {
+    /// With `lockWait`, the server ends a renewal that waited that long for a lock (as a claim's,
+    /// ``claimRows(owner:count:seconds:holding:lockWait:)``).
+    public func renew(owner: String, gids: [String], seconds: Double, lockWait: Double? = nil) async throws -> Set<String> {
         guard !gids.isEmpty else { return [] }
         let logger = logger
-        return try await onConnection { connection in
+        return try await onConnection { connection in try await Self.limitingLockWaits(connection, to: lockWait, logger: logger) { connection in
             var held: Set<String> = []
             let rows = try await connection.query("""
                 UPDATE splitfetch_job SET lease_until = now() + make_interval(secs => \(seconds))
@@ -67,7 +88,7 @@ extension PostgresJobStore {
                 """, logger: logger)
             for try await gid in rows.decode(String.self) { held.insert(gid) }
             return held
-        }
+        } }
     }
 
     /// Writes `job` (its end, or any change) if `owner` still holds its lease, and lets the lease
