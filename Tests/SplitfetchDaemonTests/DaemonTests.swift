@@ -192,34 +192,10 @@ struct DaemonTests {
     /// being committed: the read does not return the new row, and the add must not be taken for a
     /// job removed meanwhile (it was forgotten, then not written, and answered as added).
     @Test(.enabled(if: PostgresServer.url != nil)) func anAddBeingCommittedSurvivesAReadOfTheWholeQueue() async throws {
-        let server = try await TestServer(configuration: .init())
-        defer { Task { await server.shutdown() } }
-        try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
-            let store = try await PostgresJobStore(address, logger: PostgresServer.quiet)
-            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store)
-            let fleet = try #require(daemon.fleet)
-            let url = server.url(size: 100_000, name: "a.bin")
-            let adding = try await PostgresServer.withClient(address) { client in
-                try await client.withConnection { connection in
-                    // Writes to the table wait for this transaction; reads do not.
-                    _ = try await connection.query("BEGIN", logger: PostgresServer.quiet)
-                    _ = try await connection.query("LOCK TABLE splitfetch_job IN SHARE MODE", logger: PostgresServer.quiet)
-                    let adding = Task { try await rpc.result("aria2.addUri", [.string(url)], ["out": "a.bin"]).string }
-                    try await eventually("the add waits for its commit") { daemon.allJobs().count == 1 }
-                    daemon.heard(.missed, fleet)
-                    try await eventually("the queue is read again") { !fleet.state.withLockedValue { $0.reading } }
-                    _ = try await connection.query("COMMIT", logger: PostgresServer.quiet)
-                    return adding
-                }
-            }
-            let gid = try #require(try await adding.value)
-            #expect(daemon.job(gid) != nil)
-            #expect(try await store.loadAll().contains { $0.gid == gid })
-            try await eventually("it completes") { daemon.job(gid)?.state == .complete }
-            #expect(try sha256HexOfFile(atPath: dir + "/root/a.bin") == SyntheticContent(size: 100_000).sha256Hex())
-            await daemon.shutdown()
-            await store.close()
-        } }
+        try await addWhileTheTableIsLocked { daemon, fleet in
+            daemon.heard(.missed, fleet)
+            try await eventually("the queue is read again") { !fleet.state.withLockedValue { $0.reading } }
+        }
     }
 
     /// A table locked for longer than a claim's limit (a migration, a dump, an administrator):
@@ -228,12 +204,36 @@ struct DaemonTests {
     /// 20 s none was left, and a read of announced changes waited until the lock went (a full
     /// ThreadSanitizer run waited 300 s so).
     @Test(.enabled(if: PostgresServer.url != nil)) func claimsGivenUpOnALockedTableLeaveThePoolItsConnections() async throws {
+        // Claims give up after 1 s.
+        try await addWhileTheTableIsLocked(leaseSeconds: 2) { daemon, fleet in
+            // Eight claims, each given up (the pool has 6 connections; the worker name holds one,
+            // the add another).
+            for _ in 0..<8 {
+                fleet.wake()
+                try await Task.sleep(for: .milliseconds(1_300))
+            }
+            daemon.heard(.missed, fleet)
+            let read = await within(seconds: 30) {
+                try await eventually("the queue is read again") { !fleet.state.withLockedValue { $0.reading } }
+            }
+            guard case .success? = read else {
+                Issue.record("no connection was left for the read while the table was locked")
+                return
+            }
+        }
+    }
+
+    /// A fleet daemon's add of a file, made while another client holds the job table in SHARE
+    /// mode (writes wait for it, reads do not). `whileLocked` runs once the add waits for its
+    /// commit; then the lock goes, and the add must be in the copy and the table and complete
+    /// with the right bytes.
+    private func addWhileTheTableIsLocked(leaseSeconds: Double = 30,
+                                          _ whileLocked: @escaping @Sendable (Daemon, Fleet) async throws -> Void) async throws {
         let server = try await TestServer(configuration: .init())
         defer { Task { await server.shutdown() } }
         try await withTemporaryDirectory { dir in try await PostgresServer.withDatabase { address in
             let store = try await PostgresJobStore(address, logger: PostgresServer.quiet)
-            // Claims give up after 1 s.
-            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store, leaseSeconds: 2)
+            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store, leaseSeconds: leaseSeconds)
             let fleet = try #require(daemon.fleet)
             let url = server.url(size: 100_000, name: "a.bin")
             let adding = try await PostgresServer.withClient(address) { client in
@@ -241,27 +241,20 @@ struct DaemonTests {
                     _ = try await connection.query("BEGIN", logger: PostgresServer.quiet)
                     _ = try await connection.query("LOCK TABLE splitfetch_job IN SHARE MODE", logger: PostgresServer.quiet)
                     let adding = Task { try await rpc.result("aria2.addUri", [.string(url)], ["out": "a.bin"]).string }
-                    try await eventually("the add waits for its commit") { daemon.allJobs().count == 1 }
-                    // Eight claims, each given up (the pool has 6 connections; the worker name
-                    // holds one, the add another).
-                    for _ in 0..<8 {
-                        fleet.wake()
-                        try await Task.sleep(for: .milliseconds(1_300))
-                    }
-                    daemon.heard(.missed, fleet)
-                    let read = await within(seconds: 30) {
-                        try await eventually("the queue is read again") { !fleet.state.withLockedValue { $0.reading } }
-                    }
-                    guard case .success? = read else {
-                        Issue.record("no connection was left for the read while the table was locked")
-                        _ = try await connection.query("COMMIT", logger: PostgresServer.quiet)
-                        return adding
+                    do {
+                        try await eventually("the add waits for its commit") { daemon.allJobs().count == 1 }
+                        try await whileLocked(daemon, fleet)
+                    } catch {
+                        _ = try? await connection.query("COMMIT", logger: PostgresServer.quiet)
+                        throw error
                     }
                     _ = try await connection.query("COMMIT", logger: PostgresServer.quiet)
                     return adding
                 }
             }
             let gid = try #require(try await adding.value)
+            #expect(daemon.job(gid) != nil)
+            #expect(try await store.loadAll().contains { $0.gid == gid })
             try await eventually("it completes") { daemon.job(gid)?.state == .complete }
             #expect(try sha256HexOfFile(atPath: dir + "/root/a.bin") == SyntheticContent(size: 100_000).sha256Hex())
             await daemon.shutdown()
