@@ -60,7 +60,7 @@ extension Daemon {
                     let answer = await within(seconds: limit) {
                         try await store.claimRows(owner: worker, count: free, seconds: seconds, holding: Array(held), lockWait: limit)
                     }
-                    guard let answer else { throw NoAnswer(seconds: fleet.claimSeconds) }
+                    guard let answer else { throw NoAnswer(seconds: limit) }
                     jobs = try answer.get()
                     let took = fleet.now - sent
                     fleet.state.withLockedValue { state in
