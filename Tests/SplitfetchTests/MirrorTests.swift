@@ -60,7 +60,7 @@ struct MirrorTests {
     @Test func aMirrorServingOtherBytesNeverContributesAndIsNamed() async throws {
         try await withServers(2) { servers in
             // 512 KiB/s a connection, as above: at 2 MiB/s a loaded plain run once finished the
-            // download before the check's twelve sequential sample requests had ended.
+            // download before the check's sample requests had ended.
             let primary = servers[0].url(size: Self.size, query: ["rate": String(512 << 10)])
             let other = servers[1].url(size: Self.size, seed: 9)  // same size, other bytes, fast
             let (statistics, digest, events) = try await run([primary, other])
@@ -75,6 +75,41 @@ struct MirrorTests {
             let asked = servers[1].recordedRequests.compactMap { $0.header("range") }
             #expect(!asked.isEmpty && asked.count <= 6, "\(asked)")
             #expect(asked.allSatisfy { Self.length(ofRange: $0).map { $0 <= 16 << 10 } ?? false }, "\(asked)")
+        }
+    }
+
+    /// A mirror's samples are asked while the reference's are: with 0.3 s between each request
+    /// and its answer at the primary, the mirror's first sample request reaches it before the
+    /// primary's last (asked one after the other, it came at least 0.3 s after).
+    @Test func aMirrorsSamplesAreAskedWhileTheReferencesAre() async throws {
+        try await withTemporaryDirectory { directory in
+            let (primaryLog, mirrorLog) = (directory + "/primary.log", directory + "/mirror.log")
+            let primary = try await TestServer(configuration: .init(timingLogPath: primaryLog, latencyMilliseconds: 300))
+            let mirror = try await TestServer(configuration: .init(host: "127.0.0.2", timingLogPath: mirrorLog))
+            let rate = ["rate": String(1 << 20)]  // 3.5 s in all: the checks end long before
+            let outcome: Result<(DownloadStatistics, String, [DownloadEvent]), any Error>
+            do {
+                outcome = .success(try await run([primary.url(size: Self.size, query: rate), mirror.url(size: Self.size, query: rate)]))
+            } catch {
+                outcome = .failure(error)
+            }
+            await primary.shutdown()
+            await mirror.shutdown()
+            let (statistics, digest, _) = try outcome.get()
+            #expect(digest == Self.expected)
+            #expect(statistics.sources[1].dropped == nil, "\(statistics.sources)")
+            let reference = try Self.sampleRequestTimes(in: primaryLog), asked = try Self.sampleRequestTimes(in: mirrorLog)
+            try #require(reference.count == 3 && asked.count == 3, "\(reference) \(asked)")
+            #expect(asked[0] < reference[2], "mirror \(asked), reference \(reference)")
+        }
+    }
+
+    /// When each sample request (a range of 16 KiB) reached a server, from its timing log.
+    static func sampleRequestTimes(in log: String) throws -> [Double] {
+        try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ")
+            guard fields.count == 5, fields[1] == "request", length(ofRange: String(fields[4])) == 16 << 10 else { return nil }
+            return Double(fields[0])
         }
     }
 

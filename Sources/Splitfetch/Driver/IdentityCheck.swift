@@ -36,15 +36,20 @@ struct IdentityCheck: Sendable {
 
     /// Checks `mirror`: the URL its requests go to after redirects when it serves the same
     /// bytes, or the error that shows it does not (or could not be asked).
+    ///
+    /// The mirror's samples are asked while the reference's are (the first check asks those, the
+    /// others share them), so a check costs one URL's round trips, not both one after the other.
     func check(_ mirror: String) async -> Result<String, DownloadError> {
+        async let asked = fetchAll(mirror)
         let expected: [[UInt8]]
         switch await referenceBytes.value(fetch: { await fetchAll(reference) }) {
         case .success(let fetched): expected = fetched.bytes
         case .failure(let error):
+            // Returning cancels what is still asked of the mirror, and waits for it.
             return .failure(DownloadError(.network, "\(redactedURL(mirror)): not checked, the reference failed: \(error.message)"))
         }
         let got: (bytes: [[UInt8]], finalURL: String)
-        switch await fetchAll(mirror) {
+        switch await asked {
         case .success(let fetched): got = fetched
         case .failure(let error): return .failure(error)
         }
