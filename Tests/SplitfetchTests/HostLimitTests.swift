@@ -105,6 +105,33 @@ struct HostLimitTests {
     }
 
     /// A waiting request that is cancelled gets no slot and holds none; the slot goes on.
+    /// A slot taken without waiting (the identity check's, before a download's own connections
+    /// start): only while a new request would get one at once, never ahead of a waiting request
+    /// or of files of a batch still to begin.
+    @Test func aFreeSlotIsTakenOnlyWhenNothingWaitsForIt() async throws {
+        let limiter = HostLimiter(cap: 2)
+        let (a, b) = (limiter.newDownload(), limiter.newDownload())
+        #expect(limiter.takeFreeSlot(host: "fresh:80", download: a))  // a host no request used yet
+        #expect(limiter.takeFreeSlot(host: "fresh:80", download: a))
+        #expect(!limiter.takeFreeSlot(host: "fresh:80", download: b))  // the cap
+        let waiting = Task { await limiter.acquire(host: "fresh:80", download: b) }
+        var turns = 0
+        while limiter.counts.waits == 0 && turns < 100_000 {  // until it waits, bounded
+            turns += 1
+            await Task.yield()
+        }
+        try #require(limiter.counts.waits == 1)
+        limiter.release(host: "fresh:80", download: a)  // to the waiting request, not a new taker
+        #expect(await waiting.value)
+        #expect(!limiter.takeFreeSlot(host: "fresh:80", download: a))
+        limiter.release(host: "fresh:80", download: b)
+        limiter.expect(host: "fresh:80", 1)  // a file of a batch comes first
+        #expect(!limiter.takeFreeSlot(host: "fresh:80", download: a))
+        limiter.expect(host: "fresh:80", -1)
+        #expect(limiter.takeFreeSlot(host: "fresh:80", download: a))
+        #expect(limiter.room(host: "fresh:80") == 0)
+    }
+
     @Test func aCancelledWaitGivesUpItsPlace() async throws {
         let limiter = HostLimiter(cap: 1)
         let (a, b, c) = (limiter.newDownload(), limiter.newDownload(), limiter.newDownload())

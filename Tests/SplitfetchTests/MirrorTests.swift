@@ -104,6 +104,51 @@ struct MirrorTests {
         }
     }
 
+    /// Under a per-host cap of `-n`, the download's own connections take every slot of the
+    /// reference's host as they start; the reference's samples go on a slot taken before them, so
+    /// they reach the primary before any of its ranges ends (waiting for a slot, they came only
+    /// after one had).
+    @Test func aCapOfTheConnectionsLeavesTheReferencesSamplesASlot() async throws {
+        try await withTemporaryDirectory { directory in
+            let (primaryLog, mirrorLog) = (directory + "/primary.log", directory + "/mirror.log")
+            let primary = try await TestServer(configuration: .init(timingLogPath: primaryLog))
+            let mirror = try await TestServer(configuration: .init(host: "127.0.0.2", timingLogPath: mirrorLog))
+            let session = Session(maximumConnectionsPerHost: 2)
+            let rate = ["rate": String(512 << 10)]
+            var options = testOptions(connections: 2)
+            options.timeouts.stall = .seconds(60)  // a range waiting for a slot is not stalled
+            let outcome: Result<(DownloadStatistics, String), any Error>
+            do {
+                outcome = .success(try await withTemporaryDirectory { dir in
+                    let download = Download(sources: [primary.url(size: Self.size, query: rate), mirror.url(size: Self.size, query: rate)],
+                                            to: FilePath(dir + "/f"), options: options, session: session)
+                    let statistics = try await download.run()
+                    return (statistics, try sha256HexOfFile(atPath: dir + "/f"))
+                })
+            } catch {
+                outcome = .failure(error)
+            }
+            await session.shutdown()
+            await primary.shutdown()
+            await mirror.shutdown()
+            let (statistics, digest) = try outcome.get()
+            #expect(digest == Self.expected)
+            #expect(statistics.sources[1].dropped == nil && statistics.sources[1].bytes > 0, "\(statistics.sources)")
+            let lines = try String(contentsOfFile: primaryLog, encoding: .utf8).split(separator: "\n")
+            let samples = try Self.sampleRequestTimes(in: primaryLog)
+            // `TIME response-end FROM-TO MS`: the first end of a range longer than a sample.
+            let firstEnd = lines.compactMap { line -> Double? in
+                let fields = line.split(separator: " ")
+                guard fields.count >= 3, fields[1] == "response-end" else { return nil }
+                let bounds = fields[2].split(separator: "-").compactMap { Int64($0) }
+                return bounds.count == 2 && bounds[1] - bounds[0] > 16 << 10 ? Double(fields[0]) : nil  // TO is one past the end
+            }.min()
+            try #require(samples.count == 3, "\(samples)")
+            try #require(firstEnd != nil, "\(lines)")
+            #expect(samples[2] < firstEnd!, "samples \(samples), first range ended \(String(describing: firstEnd))")
+        }
+    }
+
     /// When each sample request (a range of 16 KiB) reached a server, from its timing log.
     static func sampleRequestTimes(in log: String) throws -> [Double] {
         try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").compactMap { line in

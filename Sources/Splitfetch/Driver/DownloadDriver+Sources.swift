@@ -13,8 +13,12 @@ extension DownloadDriver {
     /// on a segmented download (a stream takes nothing from mirrors: the machine dropped them).
     func startIdentityChecks() {
         guard sourceURLs.count > 1, case .segmented(let size)? = mode else { return }
+        // Taken now, before this download's connections start: under a per-host cap they would
+        // take every slot of the reference's host, and the samples would wait until a range ended.
+        let slot = setup.connector.takeFreeSlot(for: resource.finalURL)
         let check = IdentityCheck(connector: setup.connector, policy: setup.policy, size: size,
-                                  seed: UInt64.random(in: .min ... .max), reference: resource.finalURL, retry: setup.retryPolicy)
+                                  seed: UInt64.random(in: .min ... .max), reference: resource.finalURL, retry: setup.retryPolicy,
+                                  referenceSlot: slot)
         let (queue, logger) = (queue, options.logger)
         for source in sourceURLs.indices.dropFirst() {
             let mirror = sourceURLs[source]

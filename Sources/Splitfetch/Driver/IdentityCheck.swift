@@ -18,11 +18,17 @@ struct IdentityCheck: Sendable {
     /// When a failed sample request is asked again: the download's retry policy (its delays and
     /// its table of what is transient), with one retry, so a dead mirror is dropped quickly.
     let retry: RetryPolicy
+    /// A slot of the reference's capped host, taken as the checks began, before the download's
+    /// own connections took every slot: the reference's samples go on it, and it is given back
+    /// when they end. `nil`: they wait for slots as other requests do.
+    let referenceSlot: Connector.TakenSlot?
     private let seed: UInt64
     private let referenceBytes: ReferenceBytes
 
-    init(connector: Connector, policy: RequestPolicy, size: Int64, seed: UInt64, reference: String, retry: RetryPolicy) {
+    init(connector: Connector, policy: RequestPolicy, size: Int64, seed: UInt64, reference: String, retry: RetryPolicy,
+         referenceSlot: Connector.TakenSlot? = nil) {
         self.connector = connector
+        self.referenceSlot = referenceSlot
         self.policy = policy
         self.size = size
         self.reference = reference
@@ -42,7 +48,10 @@ struct IdentityCheck: Sendable {
     func check(_ mirror: String) async -> Result<String, DownloadError> {
         async let asked = fetchAll(mirror)
         let expected: [[UInt8]]
-        switch await referenceBytes.value(fetch: { await fetchAll(reference) }) {
+        switch await referenceBytes.value(fetch: {
+            defer { if let referenceSlot { connector.giveBack(referenceSlot) } }
+            return await fetchAll(reference, slot: referenceSlot)
+        }) {
         case .success(let fetched): expected = fetched.bytes
         case .failure(let error):
             // Returning cancels what is still asked of the mirror, and waits for it.
@@ -61,18 +70,19 @@ struct IdentityCheck: Sendable {
         return .success(got.finalURL)
     }
 
-    /// Every sample of `url`, one request each, asked again as ``retry`` decides.
-    private func fetchAll(_ url: String) async -> Result<(bytes: [[UInt8]], finalURL: String), DownloadError> {
+    /// Every sample of `url`, one request each, asked again as ``retry`` decides; on `slot` while
+    /// they go to its host.
+    private func fetchAll(_ url: String, slot: Connector.TakenSlot? = nil) async -> Result<(bytes: [[UInt8]], finalURL: String), DownloadError> {
         var bytes: [[UInt8]] = []
         var finalURL = url
         var random = SplitMix64(seed: seed)
         for range in samples {
-            var result = await fetch(range, from: finalURL)
+            var result = await fetch(range, from: finalURL, slot: slot)
             var attempt = 1
             while case .failure(let error) = result, case .retry(let delay) = retry.decide(error.failure, attempt: attempt, random: &random) {
                 attempt += 1
                 do { try await Task.sleep(for: .seconds(delay)) } catch { break }
-                result = await fetch(range, from: finalURL)
+                result = await fetch(range, from: finalURL, slot: slot)
             }
             switch result {
             case .success(let (piece, effective)):
@@ -84,11 +94,16 @@ struct IdentityCheck: Sendable {
         return .success((bytes, finalURL))
     }
 
-    private func fetch(_ range: ByteRange, from url: String) async -> Result<([UInt8], String), DownloadError> {
+    private func fetch(_ range: ByteRange, from url: String, slot: Connector.TakenSlot?) async -> Result<([UInt8], String), DownloadError> {
         let sink = SampleSink(requested: range, total: size, url: url)
         var request = policy.request(url, range: range)
         request.knownTotal = size  // SFTP names no total with a range: the samples vouch
-        let result = await connector.perform(request, sink: sink)
+        let result: TransferResult
+        if let slot, Connector.host(of: url) == slot.host {
+            result = await connector.performOnTakenSlot(request, sink: sink, slot: slot)
+        } else {
+            result = await connector.perform(request, sink: sink)
+        }
         let effective = result.effectiveURL ?? url
         if let error = sink.error { return .failure(error) }
         if result.cancelled { return .failure(DownloadError(.interrupted, "\(redactedURL(url)): interrupted")) }

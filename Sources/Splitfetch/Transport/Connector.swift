@@ -65,6 +65,35 @@ struct Connector: Sendable {
         limiter.release(hold, host: host, download: download)
     }
 
+    /// Takes a slot of `url`'s host now, if one is free: for a few short requests that would
+    /// otherwise wait behind this download's own long ones, which take every slot as they
+    /// start (``performOnTakenSlot(_:sink:)``). `nil` without a cap or with no slot free; give
+    /// it back with ``giveBack(_:)``.
+    func takeFreeSlot(for url: String) -> TakenSlot? {
+        let host = Self.host(of: url)
+        guard let limiter, limiter.takeFreeSlot(host: host, download: download) else { return nil }
+        return TakenSlot(host: host)
+    }
+
+    /// A slot of a capped host, taken by ``takeFreeSlot(for:)``.
+    struct TakenSlot: Sendable {
+        let host: String
+    }
+
+    func giveBack(_ slot: TakenSlot) {
+        limiter?.release(host: slot.host, download: download)
+    }
+
+    /// Performs `request`, to the host of `slot`, on that slot, which it keeps (a cap shared with
+    /// other processes is waited for as in ``perform(_:sink:waiting:)``).
+    func performOnTakenSlot(_ request: TransferRequest, sink: (any TransferSink)?, slot: TakenSlot) async -> TransferResult {
+        precondition(Self.host(of: request.url) == slot.host)
+        if let shared, !(await shared.acquire(host: slot.host)) { return TransferResult(cancelled: true) }
+        let result = await transport.perform(request, sink: sink, ticket: ticket)
+        shared?.release(host: slot.host, early: !(result.curlCode == 0 && !result.cancelled && !result.stoppedBySink))
+        return result
+    }
+
     /// Performs `request` on what its host's cap allows: the transport's result, or a cancelled
     /// one when the task was cancelled while waiting.
     func perform(_ request: TransferRequest, sink: (any TransferSink)?, waiting: (Bool) -> Void = { _ in }) async -> TransferResult {

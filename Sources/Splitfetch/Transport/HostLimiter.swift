@@ -137,6 +137,18 @@ final class HostLimiter: Sendable {
         }
     }
 
+    /// Takes a slot of `host` for `download` if a new request would get one at once
+    /// (``room(host:)``), without waiting: `true` when taken, to give back with
+    /// ``release(host:download:)``.
+    func takeFreeSlot(host: String, download: Int) -> Bool {
+        state.withLockedValue { state in
+            guard state.hosts[host, default: HostShares(cap: state.cap)].room(pending: state.pending[host, default: 0]) > 0,
+                  state.hosts[host, default: HostShares(cap: state.cap)].request(for: download) == .granted else { return false }
+            state.peakInUse = max(state.peakInUse, state.hosts[host]!.inUse)
+            return true
+        }
+    }
+
     /// Waits for what a request to `host` needs. A request that may go over HTTP/2 (`http2`), to a
     /// host that answered over HTTP/2 before, becomes a stream of the host's connection: at once
     /// while that connection has streams, or else with a slot taken for the connection. Any
