@@ -58,8 +58,7 @@ struct Connector: Sendable {
     /// host speaks HTTP/2.
     func release(_ hold: HostLimiter.Hold, for request: TransferRequest, result: TransferResult?) {
         let host = Self.host(of: request.url)
-        let ended = result.map { $0.curlCode == 0 && !$0.cancelled && !$0.stoppedBySink } ?? false
-        shared?.release(host: host, early: !ended)
+        releaseShared(host: host, result: result)
         guard let limiter else { return }
         if request.mayMultiplex, result?.head?.version == "2" { limiter.learnedHTTP2(host: host) }
         limiter.release(hold, host: host, download: download)
@@ -90,8 +89,15 @@ struct Connector: Sendable {
         precondition(Self.host(of: request.url) == slot.host)
         if let shared, !(await shared.acquire(host: slot.host)) { return TransferResult(cancelled: true) }
         let result = await transport.perform(request, sink: sink, ticket: ticket)
-        shared?.release(host: slot.host, early: !(result.curlCode == 0 && !result.cancelled && !result.stoppedBySink))
+        releaseShared(host: slot.host, result: result)
         return result
+    }
+
+    /// Gives back the shared cap's slot of `host`: early (its connection perhaps still open)
+    /// unless the transfer ended cleanly.
+    private func releaseShared(host: String, result: TransferResult?) {
+        let ended = result.map { $0.curlCode == 0 && !$0.cancelled && !$0.stoppedBySink } ?? false
+        shared?.release(host: host, early: !ended)
     }
 
     /// Performs `request` on what its host's cap allows: the transport's result, or a cancelled
