@@ -71,27 +71,22 @@ extension SplitfetchCommand {
         }
         let signals = SignalForwarder(onSignal: { work.cancel() })
         defer { signals.stop() }
-        let (results, queue) = await work.value
+        let (tally, queue) = await work.value
         // Not shut down nor freed: the process ends with `_exit` once the summary is out (see
         // `runCommandLine`), and every download has ended, so no transfer is left to stop. Ending
         // the transport threads and freeing a queue of 2,000 records took 3 ms after the last answer.
-        ProcessLifetime.keep(session, queue, results)
+        ProcessLifetime.keep(session, queue, tally)
         await log?.close()
         let seconds = (ContinuousClock.now - started).seconds
-        // One pass, without copying the statistics (a copy of 2,000 took a millisecond).
-        var doneCount = 0, unchanged = 0
-        var total = Int64(0)
-        for case (_, .success(let statistics)) in results {
-            doneCount += 1
-            // Bytes fetched: a file found unchanged (-N) brought none.
-            if statistics.unchanged { unchanged += 1 } else { total += statistics.size }
-        }
+        // Counted as the files ended: no pass over 2,000 results after the last answer.
+        let doneCount = tally.done, unchanged = tally.unchanged, total = tally.bytes
         if !quiet {
             writeRaw("\(doneCount) of \(list.count) files, \(ByteCount.format(Double(total))) in \(ByteCount.fixed(seconds, 2)) s, "
                 + "\(ByteCount.format(seconds > 0 ? Double(total) / seconds : 0))/s"
                 + (output.refresh ? ", \(unchanged) unchanged on the server\n" : "\n"))
         }
         if let statsJson = output.statsJson {
+            let results = tally.results.compactMap { $0 }
             let done = results.compactMap { try? $0.1.get() }
             let failures = results.compactMap { url, result -> FailedDownload? in
                 guard case .failure(let error) = result else { return nil }
@@ -104,11 +99,43 @@ extension SplitfetchCommand {
                 return fail(.fileIO, "cannot write statistics to \(statsJson): \(error)")
             }
         }
-        for (_, result) in results {
-            if case .failure(let e) = result { return e.code == .interrupted ? .interrupted : ExitStatus(e.code) }
-        }
-        guard results.count == list.count else { return .interrupted }
+        if let failure = tally.firstFailure { return failure.status }
+        guard tally.ended == list.count else { return .interrupted }
         return doneCount > 0 && unchanged == doneCount ? .unchanged : .success
+    }
+
+    /// What a batch's files came to, kept as each ends (under a lock: the event reader and the
+    /// loop adding the files both record), so the summary needs no pass over the results.
+    struct BatchTally: Sendable {
+        /// Each file's URL and result, by its index in the list; `nil` for one that never ended
+        /// (the batch was interrupted).
+        var results: [(String, Result<DownloadStatistics, DownloadError>)?]
+        /// Files that ended, either way.
+        private(set) var ended = 0
+        /// Files downloaded or found unchanged.
+        private(set) var done = 0
+        /// Files found unchanged on the server (`-N`).
+        private(set) var unchanged = 0
+        /// Bytes fetched: a file found unchanged brought none.
+        private(set) var bytes = Int64(0)
+        /// The failure earliest in the list, whose exit status is the batch's.
+        private(set) var firstFailure: (index: Int, status: ExitStatus)?
+
+        init(count: Int) { results = Array(repeating: nil, count: count) }
+
+        mutating func record(_ result: Result<DownloadStatistics, DownloadError>, of url: String, at index: Int) {
+            if results[index] == nil { ended += 1 }
+            results[index] = (url, result)
+            switch result {
+            case .success(let statistics):
+                done += 1
+                if statistics.unchanged { unchanged += 1 } else { bytes += statistics.size }
+            case .failure(let error):
+                if firstFailure.map({ index < $0.index }) ?? true {
+                    firstFailure = (index, error.code == .interrupted ? .interrupted : ExitStatus(error.code))
+                }
+            }
+        }
     }
 
     /// `--list-partials DIR`: one JSON line per partial download under `DIR`, in the library's
@@ -172,13 +199,12 @@ extension SplitfetchCommand {
     /// index in the list, which `--events` lines carry as `download`. Each file is named and given
     /// its options as it is added, so the first files are on their way while the rest of a long
     /// list is made ready.
-    /// Runs the list; returns each URL's result, in the list's order, and the queue that ran them
-    /// (for the caller to keep: see ``ProcessLifetime``).
-    private func runBatch(_ batch: BatchList, session: Session,
-                          log: EventLog?) async -> ([(String, Result<DownloadStatistics, DownloadError>)], DownloadQueue) {
+    /// Runs the list; returns each URL's result, in the list's order, with the counts, and the
+    /// queue that ran them (for the caller to keep: see ``ProcessLifetime``).
+    private func runBatch(_ batch: BatchList, session: Session, log: EventLog?) async -> (BatchTally, DownloadQueue) {
         let list = batch.urls
         let quiet = output.quiet
-        let results = Mutex([(String, Result<DownloadStatistics, DownloadError>)?](repeating: nil, count: list.count))
+        let tally = Mutex(BatchTally(count: list.count))
         let queue = DownloadQueue(session: session, maximumActive: input.jobs, readyAhead: true)
         // Lifecycle events are never dropped; progress only matters to --events. Without it,
         // only each file's end: the reader is woken once per file.
@@ -193,7 +219,7 @@ extension SplitfetchCommand {
                 case .failed: result = .failure(event.error!)
                 default: continue
                 }
-                results.withLock { $0[index] = (list[index], result) }
+                tally.withLock { $0.record(result, of: list[index], at: index) }
                 switch result {
                 case .success(let s) where !quiet && s.unchanged:
                     writeRaw("\(s.path): unchanged on the server, kept\n")
@@ -228,7 +254,7 @@ extension SplitfetchCommand {
                 try queue.add(url, to: FilePath(path), options: options, id: String(index))
             } catch {
                 log?.record(.failed(error), download: index)
-                results.withLock { $0[index] = (url, .failure(error)) }
+                tally.withLock { $0.record(.failure(error), of: url, at: index) }
                 writeRaw("splitfetch: \(error.message)\(ExitStatus.hint(for: error.remedy))\n")
             }
         }
@@ -236,6 +262,10 @@ extension SplitfetchCommand {
         // says it was interrupted), and those not begun are not begun.
         await queue.finish()
         await reader.value
-        return (results.withLock { $0.compactMap { $0 } }, queue)
+        // Moved out, not copied: 2,000 results' copies cost milliseconds after the last answer.
+        return (tally.withLock { tally in
+            defer { tally = BatchTally(count: 0) }
+            return tally
+        }, queue)
     }
 }

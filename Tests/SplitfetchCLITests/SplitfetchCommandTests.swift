@@ -212,3 +212,53 @@ struct JSONOutputTests {
         #expect((failures.first?["error"] as? [String: Any])?["message"] as? String == "digest differs")
     }
 }
+
+/// A batch's counts, kept as its files end in whatever order they end, decide its summary and
+/// its exit status as a pass over the list in order would.
+@Suite("Batch tally")
+struct BatchTallyTests {
+    typealias Outcome = Result<DownloadStatistics, DownloadError>
+
+    static func finished(size: Int64, unchanged: Bool = false) -> Outcome {
+        var statistics = DownloadStatistics(url: "http://h/f", finalURL: "http://h/f", path: "f", mode: .single, size: size,
+                                            duration: .seconds(1), averageBytesPerSecond: 0, connectionCount: 1, connections: [],
+                                            requests: 1, retries: 0, splits: 0, bytesReceived: size, resumedBytes: 0)
+        statistics.unchanged = unchanged
+        return .success(statistics)
+    }
+
+    static func failed(_ code: DownloadError.Code) -> Outcome { .failure(DownloadError(code, "\(code)")) }
+
+    /// The files' results in the order they end (index in the list, result), and what the tally
+    /// must then say.
+    struct Case: Sendable {
+        var ends: [(index: Int, result: Outcome)]
+        var ended: Int, done: Int, unchanged: Int, bytes: Int64
+        /// The exit status of the failure earliest in the list.
+        var failure: SplitfetchCLI.ExitStatus?
+    }
+
+    static let cases: [Case] = [
+        Case(ends: [(0, finished(size: 10)), (1, finished(size: 5, unchanged: true)), (2, finished(size: 7))],
+             ended: 3, done: 3, unchanged: 1, bytes: 17, failure: nil),
+        Case(ends: [(2, failed(.http)), (0, finished(size: 1)), (1, failed(.network))],
+             ended: 3, done: 1, unchanged: 0, bytes: 1, failure: .network),
+        Case(ends: [(1, failed(.interrupted)), (3, failed(.fileIO))],
+             ended: 2, done: 0, unchanged: 0, bytes: 0, failure: .interrupted),
+        Case(ends: [(0, finished(size: 3, unchanged: true)), (1, finished(size: 4, unchanged: true))],
+             ended: 2, done: 2, unchanged: 2, bytes: 0, failure: nil),
+    ]
+
+    @Test("counts and the earliest failure in the list, whatever the order of ending", arguments: cases)
+    func tally(_ expected: Case) {
+        var tally = SplitfetchCommand.BatchTally(count: 4)
+        for (index, result) in expected.ends { tally.record(result, of: "http://h/\(index)", at: index) }
+        #expect(tally.ended == expected.ended)
+        #expect(tally.done == expected.done)
+        #expect(tally.unchanged == expected.unchanged)
+        #expect(tally.bytes == expected.bytes)
+        #expect(tally.firstFailure?.status == expected.failure)
+        let recorded = tally.results.compactMap { $0?.0 }
+        #expect(recorded == expected.ends.map(\.index).sorted().map { "http://h/\($0)" })
+    }
+}
