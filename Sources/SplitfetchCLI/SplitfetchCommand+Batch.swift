@@ -90,7 +90,7 @@ extension SplitfetchCommand {
             let done = results.compactMap { try? $0.1.get() }
             let failures = results.compactMap { url, result -> FailedDownload? in
                 guard case .failure(let error) = result else { return nil }
-                let status: ExitStatus = error.code == .interrupted ? .interrupted : ExitStatus(error.code)
+                let status = ExitStatus(error.code)
                 return FailedDownload(url: redactedURL(url), path: nil, error: .init(error), exitStatus: status.rawValue)
             }
             let batch = BatchStatistics(files: done, fileCount: list.count, failed: list.count - done.count, unchanged: unchanged, failures: failures,
@@ -132,7 +132,7 @@ extension SplitfetchCommand {
                 if statistics.unchanged { unchanged += 1 } else { bytes += statistics.size }
             case .failure(let error):
                 if firstFailure.map({ index < $0.index }) ?? true {
-                    firstFailure = (index, error.code == .interrupted ? .interrupted : ExitStatus(error.code))
+                    firstFailure = (index, ExitStatus(error.code))
                 }
             }
         }

@@ -307,7 +307,7 @@ public struct SplitfetchCommand: AsyncParsableCommand, Sendable {
             // The reader of a pipe sees its end before the message: `set -o pipefail` then
             // sees this status.
             if output.toStandardOutput { close(STDOUT_FILENO) }
-            let status: ExitStatus = error.code == .interrupted ? .interrupted : ExitStatus(error.code)
+            let status = ExitStatus(error.code)
             if let statsJson = output.statsJson {
                 // Machine readers learn why, not only that, a run failed.
                 let report = FailedDownload(url: redactedURL(url), path: path, error: .init(error), exitStatus: status.rawValue)
