@@ -183,6 +183,22 @@ struct HTTPFieldsTests {
         #expect(h.first("title") == "caf\u{E9} \u{2603}")
     }
 
+    /// A status line is the version up to its first space and the status as the next word, of
+    /// digits only: anything else is no status (0), and the next line's fields still count.
+    @Test(arguments: [
+        ("HTTP/1.0 404 Not Found", 404, "1.0"), ("HTTP/1.1 abc", 0, "1.1"), ("HTTP/1.1", 0, "1.1"),
+        ("HTTP/1.1 20x OK", 0, "1.1"), ("HTTP/1.1 99999999999999999999 OK", 0, "1.1"), ("HTTP/1.1 -1", 0, "1.1"),
+        ("HTTP/1.1\t200", 0, "1.1\t200"), ("HTTP/ 200", 200, ""),
+    ] as [(String, Int, String)])
+    func responseHeadStatusLines(_ c: (line: String, status: Int, version: String)) {
+        var h = ResponseHead()
+        for line in [c.line + "\r\n", "ETag: \"a\"\r\n"] {
+            Array(line.utf8).withUnsafeBytes { h.feed(line: $0) }
+        }
+        #expect(h.status == c.status && h.version == Substring(c.version))
+        #expect(h.first("etag") == "\"a\"")
+    }
+
     /// libcurl writes an HTTP/2 response's status line as `HTTP/2 200`: the version says so.
     @Test func responseHeadKnowsAnHTTP2Response() {
         var h = ResponseHead()
