@@ -90,6 +90,46 @@ struct NetworkGateTests {
         #expect(gate.waiting == 0)
     }
 
+    /// A download may have more than one transfer waiting, among others' transfers: its permit
+    /// lets all of them go, in their order, and the others keep their places. Withdrawn one by
+    /// one, it waits until the last is gone.
+    @Test func everyWaitingTransferOfADownloadGoesWithItsPermit() {
+        let gate = NetworkGate(permits: 1)
+        let (holder, two, other) = (NetworkTicket(gate: gate), NetworkTicket(gate: gate), NetworkTicket(gate: gate))
+        #expect(gate.admit(Self.transfer(0), ticket: holder, on: Self.a))
+        #expect(!gate.admit(Self.transfer(1), ticket: two, on: Self.a))
+        #expect(!gate.admit(Self.transfer(2), ticket: other, on: Self.a))
+        #expect(!gate.admit(Self.transfer(3), ticket: two, on: Self.a))
+        #expect(Self.release(holder, freedOn: Self.a) == [1, 3])
+        #expect(gate.waiting == 1 && gate.free == 0)
+        #expect(Self.release(two, freedOn: Self.a) == [2])
+        #expect(gate.waiting == 0)
+
+        let (first, second) = (Self.transfer(4), Self.transfer(5))
+        let again = NetworkTicket(gate: gate)
+        #expect(!gate.admit(first, ticket: again, on: Self.a))
+        #expect(!gate.admit(second, ticket: again, on: Self.a))
+        #expect(gate.withdraw(first))
+        #expect(gate.state.withLock { _ in again.stage } == .waiting, "one transfer of it still waits")
+        #expect(gate.withdraw(second))
+        #expect(gate.state.withLock { _ in again.stage } == NetworkTicket.Stage.none)
+        #expect(Self.release(other, freedOn: Self.a).isEmpty, "nothing waits: the permit is free")
+        #expect(gate.free == 1)
+    }
+
+    /// A request that may wait at the gate has its handle made and configured by its own task
+    /// once libcurl is loaded, so the transport thread that starts it only adds it.
+    @Test func aTransferPreparesItsOwnHandleOnceLibcurlIsReady() async throws {
+        #expect(await Libcurl.ready() == nil)
+        let transfer = Self.transfer(1)
+        #expect(!transfer.ownsHandle && transfer.easy == nil)
+        transfer.prepare()
+        let handle = try #require(transfer.easy)
+        #expect(transfer.ownsHandle)
+        transfer.prepare()
+        #expect(transfer.easy == handle, "prepared once")
+    }
+
     /// Which ended transfers give their permit back on the transport thread: a `304` to a
     /// conditional request, and a GET-first probe that brought the whole file; nothing cut,
     /// failed or partial.

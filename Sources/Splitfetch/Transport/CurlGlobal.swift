@@ -63,6 +63,10 @@ public enum Libcurl {
         }
     }
 
+    /// Whether libcurl is loaded and usable now; never waits (for a caller on Swift's pool that
+    /// may do without it).
+    static var isReady: Bool { load.withLockedValue { $0.outcome } == .some(nil) }
+
     /// Returns once libcurl is loaded (starting the load if need be, off the caller's thread):
     /// nil, or why it cannot be used: not found or not loadable ("cannot load libcurl.so.4:
     /// ..."), or older than Splitfetch needs. A download fails with this message then.

@@ -123,6 +123,10 @@ final class CurlTransport: Sendable {
         let transfer = CurlTransfer(id: Self.nextID.wrappingAdd(1, ordering: .relaxed).oldValue, request: request, sink: sink)
         transfer.ticket = ticket
         transfer.headTimeout = headTimeout
+        // A download's probe (conditional, or GET-first) is the request that waits at its batch's
+        // gate, to be started by the transport thread whose answer freed a connection. Later
+        // transfers use the transports' own handles, which keep what libcurl caches in them.
+        if ticket != nil && (request.conditional || request.wholeBodyEndsDownload) { transfer.prepare() }
         underWay.wrappingAdd(1, ordering: .relaxed)
         defer { underWay.wrappingSubtract(1, ordering: .relaxed) }
         let result = await withTaskCancellationHandler {
@@ -378,20 +382,28 @@ final class CurlTransport: Sendable {
                 transfer.finish(cancelled: true)
                 return
             }
-            transfer.resume = { [weak transport, id = transfer.id] in transport?.post(.resume(id)) }
-            let easy = pool.popLast() ?? curl_easy_init()
-            guard let easy else {
-                transfer.result.curlCode = Int32(CURLE_OUT_OF_MEMORY.rawValue)
-                transfer.result.curlMessage = "curl_easy_init failed"
-                transfer.finish(cancelled: false)
-                return
-            }
-            if let refused = transfer.configure(easy) {
-                transfer.release(easy)
-                curl_easy_reset(easy)
-                pool.append(easy)
-                transfer.fail(setupFailure: refused)
-                return
+            // Held strongly: a weak reference gives an object a side table for good, and each
+            // retain of the transport (several per request, some under the batch's gate's lock)
+            // then takes the runtime's slow path. The transfer lets go when it is freed.
+            transfer.resume = { [transport, id = transfer.id] in transport.post(.resume(id)) }
+            let easy: UnsafeMutableRawPointer
+            if transfer.ownsHandle, let prepared = transfer.easy {
+                easy = prepared
+            } else {
+                guard let fresh = pool.popLast() ?? curl_easy_init() else {
+                    transfer.result.curlCode = Int32(CURLE_OUT_OF_MEMORY.rawValue)
+                    transfer.result.curlMessage = "curl_easy_init failed"
+                    transfer.finish(cancelled: false)
+                    return
+                }
+                easy = fresh
+                if let refused = transfer.configure(easy) {
+                    transfer.release(easy)
+                    curl_easy_reset(easy)
+                    pool.append(easy)
+                    transfer.fail(setupFailure: refused)
+                    return
+                }
             }
             let code = curl_multi_add_handle(multi, easy)
             if code != CURLM_OK {
@@ -451,9 +463,12 @@ final class CurlTransport: Sendable {
             transfer.permitHandedTo = next
         }
 
-        /// Detaches an ended transfer's handle from the multi handle and resets it for reuse.
+        /// Detaches an ended transfer's handle from the multi handle and resets it for reuse; a
+        /// handle the transfer made itself (``CurlTransfer/prepare()``) goes with the transfer,
+        /// freed by its task, off this thread.
         private func putAway(_ easy: UnsafeMutableRawPointer, of transfer: CurlTransfer, multi: UnsafeMutableRawPointer) {
             curl_multi_remove_handle(multi, easy)
+            if transfer.ownsHandle { return }
             transfer.release(easy)
             curl_easy_reset(easy)
             pool.append(easy)

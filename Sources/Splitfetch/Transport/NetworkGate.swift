@@ -104,6 +104,7 @@ final class NetworkGate: Sendable {
                 if ticket.stage == .none { ticket.waitingSince = .now }
                 ticket.stage = .waiting
                 state.waiting.append(Waiter(ticket: ticket, transfer: transfer, transport: transport))
+                ticket.waitingTransfers += 1
                 return (false, false)
             }
         }
@@ -117,7 +118,8 @@ final class NetworkGate: Sendable {
         state.withLock { state in
             guard let index = state.waiting.firstIndex(where: { $0.transfer === transfer }) else { return false }
             let ticket = state.waiting.remove(at: index).ticket
-            if !state.waiting.contains(where: { $0.ticket === ticket }) {
+            ticket.waitingTransfers -= 1
+            if ticket.waitingTransfers == 0 {
                 ticket.stage = .none
                 if let since = ticket.waitingSince { ticket.waitedTotal += .now - since }
                 ticket.waitingSince = nil
@@ -158,12 +160,19 @@ final class NetworkGate: Sendable {
             next.waitingSince = nil
         }
         var go = Handed()
-        state.waiting.removeAll { waiter in
-            guard waiter.ticket === next else { return false }
+        // Nearly always the first waiter alone: the search stops at the last of `next`'s, and
+        // the others are not looked at (nor retained, which under this lock others wait for).
+        var index = 0
+        while next.waitingTransfers > 0, index < state.waiting.count {
+            guard state.waiting[index].ticket === next else {
+                index += 1
+                continue
+            }
+            let waiter = state.waiting.remove(at: index)
+            next.waitingTransfers -= 1
             let transport = freedOn ?? waiter.transport
             if transport !== waiter.transport { waiter.transfer.owner = transport }
             go.append(waiter.transfer, on: transport)
-            return true
         }
         return go
     }
@@ -172,8 +181,8 @@ final class NetworkGate: Sendable {
 /// One download's claim on a ``NetworkGate``: none yet, a transfer waiting, a permit held, or
 /// given back for good (later transfers of the download pass freely).
 ///
-/// `@unchecked Sendable`: `stage`, `waitingSince` and `waitedTotal` are read and written only
-/// under the gate's lock.
+/// `@unchecked Sendable`: `stage`, `waitingTransfers`, `waitingSince` and `waitedTotal` are read
+/// and written only under the gate's lock.
 final class NetworkTicket: @unchecked Sendable {
     enum Stage { case none, waiting, holding, released }
 
@@ -182,6 +191,8 @@ final class NetworkTicket: @unchecked Sendable {
     /// permit: a queue readying ahead then counts it active.
     let admitted: (@Sendable () -> Void)?
     var stage = Stage.none
+    /// How many of its transfers wait at the gate.
+    var waitingTransfers = 0
     /// Since when a transfer of it waits at the gate; `nil` when none does.
     var waitingSince: ContinuousClock.Instant?
     /// How long its transfers waited at the gate, in all.
