@@ -98,8 +98,11 @@ struct MirrorTests {
             let (statistics, digest, _) = try outcome.get()
             #expect(digest == Self.expected)
             #expect(statistics.sources[1].dropped == nil, "\(statistics.sources)")
+            // The samples are the first three requests of 16 KiB at each server. A range of the
+            // download itself may be as long, later (once in a loaded full run: a fourth at the
+            // mirror, 9 s after its samples), so later ones are not counted.
             let reference = try Self.sampleRequestTimes(in: primaryLog), asked = try Self.sampleRequestTimes(in: mirrorLog)
-            try #require(reference.count == 3 && asked.count == 3, "\(reference) \(asked)")
+            try #require(reference.count >= 3 && asked.count >= 3, "\(reference) \(asked)")
             #expect(asked[0] < reference[2], "mirror \(asked), reference \(reference)")
         }
     }
