@@ -28,10 +28,10 @@ struct NetworkGateTests {
         let gate = NetworkGate(permits: 2)
         let tickets = (0..<4).map { _ in NetworkTicket(gate: gate) }
         let transfers = (0..<4).map { Self.transfer(UInt64($0)) }
-        #expect(gate.admit(transfers[0], ticket: tickets[0], on: Self.a))
-        #expect(gate.admit(transfers[1], ticket: tickets[1], on: Self.b))
-        #expect(!gate.admit(transfers[2], ticket: tickets[2], on: Self.b), "no permit left: it waits")
-        #expect(!gate.admit(transfers[3], ticket: tickets[3], on: Self.a))
+        #expect(gate.admit(transfers[0], ticket: tickets[0], on: Self.a) != nil)
+        #expect(gate.admit(transfers[1], ticket: tickets[1], on: Self.b) != nil)
+        #expect(gate.admit(transfers[2], ticket: tickets[2], on: Self.b) == nil, "no permit left: it waits")
+        #expect(gate.admit(transfers[3], ticket: tickets[3], on: Self.a) == nil)
         #expect(gate.free == 0 && gate.waiting == 2)
 
         // Freed on `a`: the longest waiting (on `b`) starts there, on the connection just freed.
@@ -40,7 +40,7 @@ struct NetworkGateTests {
         #expect(gate.waiting == 1 && gate.free == 0)
 
         // A download holding a permit sends its other transfers freely.
-        #expect(gate.admit(Self.transfer(20), ticket: tickets[2], on: Self.b))
+        #expect(gate.admit(Self.transfer(20), ticket: tickets[2], on: Self.b) != nil)
         // Given back twice, a permit counts once.
         #expect(Self.release(tickets[0], freedOn: Self.a).isEmpty)
         #expect(Self.release(tickets[1], freedOn: Self.a) == [3])
@@ -50,30 +50,64 @@ struct NetworkGateTests {
         #expect(Self.release(tickets[3], freedOn: Self.b).isEmpty)
         #expect(gate.free == 2 && gate.waiting == 0)
         // A ticket given back before it was used never waits.
-        #expect(gate.admit(Self.transfer(30), ticket: tickets[3], on: Self.a))
+        #expect(gate.admit(Self.transfer(30), ticket: tickets[3], on: Self.a) != nil)
         #expect(gate.free == 2)
+    }
+
+    /// A permit given without a freed connection (a free one, or one given back on the pool)
+    /// sends its request to the transport holding the fewest permits, the download's own on a
+    /// tie; one given back on a transport thread stays there. Each transport's count follows.
+    @Test func aPermitWithoutAFreedConnectionGoesToTheTransportHoldingFewest() {
+        let gate = NetworkGate(permits: 2, transports: [Self.a, Self.b])
+        let tickets = (0..<4).map { _ in NetworkTicket(gate: gate) }
+        let transfers = (0..<4).map { Self.transfer(UInt64($0)) }
+        let held = { gate.state.withLock { $0.held } }
+        #expect(gate.admit(transfers[0], ticket: tickets[0], on: Self.a) === Self.a)
+        #expect(gate.admit(transfers[1], ticket: tickets[1], on: Self.a) === Self.b, "a holds one, b none")
+        #expect(transfers[1].owner === Self.b, "the transport it went to is known, for a cancel")
+        #expect(gate.admit(transfers[2], ticket: tickets[2], on: Self.a) == nil)
+        #expect(gate.admit(transfers[3], ticket: tickets[3], on: Self.b) == nil)
+        #expect(held() == [1, 1])
+
+        // Given back on the pool by b's download: the longest waiting goes to b, now the idler.
+        var go: [(UInt64, CurlTransport)] = []
+        gate.state.withLock { gate.release(tickets[1], freedOn: nil, &$0) }.go.forEach { go.append(($0.id, $1)) }
+        #expect(go.map(\.0) == [2] && go.allSatisfy { $0.1 === Self.b })
+        #expect(transfers[2].owner === Self.b)
+        #expect(held() == [1, 1])
+
+        // Freed on a's thread: the next starts there, whichever transport its download was given.
+        #expect(Self.release(tickets[0], freedOn: Self.a) == [3])
+        #expect(transfers[3].owner === Self.a)
+        #expect(held() == [1, 1])
+        #expect(Self.release(tickets[2], freedOn: Self.b).isEmpty)
+        #expect(Self.release(tickets[3], freedOn: Self.a).isEmpty)
+        #expect(held() == [0, 0] && gate.free == 2)
+
+        // A tie keeps the download's own transport.
+        #expect(gate.admit(Self.transfer(4), ticket: NetworkTicket(gate: gate), on: Self.b) === Self.b)
     }
 
     @Test func aWithdrawnTransferIsNeverStarted() {
         let gate = NetworkGate(permits: 1)
         let (holder, first, second) = (NetworkTicket(gate: gate), NetworkTicket(gate: gate), NetworkTicket(gate: gate))
         let withdrawn = Self.transfer(1)
-        #expect(gate.admit(Self.transfer(0), ticket: holder, on: Self.a))
-        #expect(!gate.admit(withdrawn, ticket: first, on: Self.a))
-        #expect(!gate.admit(Self.transfer(2), ticket: second, on: Self.a))
+        #expect(gate.admit(Self.transfer(0), ticket: holder, on: Self.a) != nil)
+        #expect(gate.admit(withdrawn, ticket: first, on: Self.a) == nil)
+        #expect(gate.admit(Self.transfer(2), ticket: second, on: Self.a) == nil)
         #expect(gate.withdraw(withdrawn))
         #expect(!gate.withdraw(withdrawn), "once")
         #expect(Self.release(holder, freedOn: Self.a) == [2])
         // The withdrawn one's download asks again later, and waits its turn again.
-        #expect(!gate.admit(Self.transfer(3), ticket: first, on: Self.a))
+        #expect(gate.admit(Self.transfer(3), ticket: first, on: Self.a) == nil)
         #expect(Self.release(second, freedOn: Self.a) == [3])
     }
 
     @Test func aDownloadEndingWhileItWaitsTakesNoPermit() {
         let gate = NetworkGate(permits: 1)
         let (holder, waiting) = (NetworkTicket(gate: gate), NetworkTicket(gate: gate))
-        #expect(gate.admit(Self.transfer(0), ticket: holder, on: Self.a))
-        #expect(!gate.admit(Self.transfer(1), ticket: waiting, on: Self.a))
+        #expect(gate.admit(Self.transfer(0), ticket: holder, on: Self.a) != nil)
+        #expect(gate.admit(Self.transfer(1), ticket: waiting, on: Self.a) == nil)
         // Its transfers go (to be ended by their transport), and the permit stays held.
         #expect(Self.release(waiting, freedOn: Self.a) == [1])
         #expect(gate.free == 0 && gate.waiting == 0)
@@ -83,10 +117,10 @@ struct NetworkGateTests {
 
     @Test func aCancelledTransferPassesTheGate() {
         let gate = NetworkGate(permits: 1)
-        #expect(gate.admit(Self.transfer(0), ticket: NetworkTicket(gate: gate), on: Self.a))
+        #expect(gate.admit(Self.transfer(0), ticket: NetworkTicket(gate: gate), on: Self.a) != nil)
         let cancelled = Self.transfer(1)
         cancelled.cancelRequested.store(true, ordering: .releasing)
-        #expect(gate.admit(cancelled, ticket: NetworkTicket(gate: gate), on: Self.a), "its transport ends it at once")
+        #expect(gate.admit(cancelled, ticket: NetworkTicket(gate: gate), on: Self.a) != nil, "its transport ends it at once")
         #expect(gate.waiting == 0)
     }
 
@@ -96,10 +130,10 @@ struct NetworkGateTests {
     @Test func everyWaitingTransferOfADownloadGoesWithItsPermit() {
         let gate = NetworkGate(permits: 1)
         let (holder, two, other) = (NetworkTicket(gate: gate), NetworkTicket(gate: gate), NetworkTicket(gate: gate))
-        #expect(gate.admit(Self.transfer(0), ticket: holder, on: Self.a))
-        #expect(!gate.admit(Self.transfer(1), ticket: two, on: Self.a))
-        #expect(!gate.admit(Self.transfer(2), ticket: other, on: Self.a))
-        #expect(!gate.admit(Self.transfer(3), ticket: two, on: Self.a))
+        #expect(gate.admit(Self.transfer(0), ticket: holder, on: Self.a) != nil)
+        #expect(gate.admit(Self.transfer(1), ticket: two, on: Self.a) == nil)
+        #expect(gate.admit(Self.transfer(2), ticket: other, on: Self.a) == nil)
+        #expect(gate.admit(Self.transfer(3), ticket: two, on: Self.a) == nil)
         #expect(Self.release(holder, freedOn: Self.a) == [1, 3])
         #expect(gate.waiting == 1 && gate.free == 0)
         #expect(Self.release(two, freedOn: Self.a) == [2])
@@ -107,8 +141,8 @@ struct NetworkGateTests {
 
         let (first, second) = (Self.transfer(4), Self.transfer(5))
         let again = NetworkTicket(gate: gate)
-        #expect(!gate.admit(first, ticket: again, on: Self.a))
-        #expect(!gate.admit(second, ticket: again, on: Self.a))
+        #expect(gate.admit(first, ticket: again, on: Self.a) == nil)
+        #expect(gate.admit(second, ticket: again, on: Self.a) == nil)
         #expect(gate.withdraw(first))
         #expect(gate.state.withLock { _ in again.stage } == .waiting, "one transfer of it still waits")
         #expect(gate.withdraw(second))

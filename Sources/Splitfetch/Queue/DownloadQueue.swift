@@ -142,7 +142,7 @@ public final class DownloadQueue: Sendable {
         if let bytesPerSecond { limit.setBytesPerSecond(max(1, bytesPerSecond)) }
         let ahead = readyAhead && self.session.limiter == nil
         state = SpinningLock(State(schedule: QueueSchedule(maximumActive: maximumActive, readiesAhead: ahead)))
-        gate = ahead ? NetworkGate(permits: max(1, maximumActive)) : nil
+        gate = ahead ? NetworkGate(permits: max(1, maximumActive), transports: self.session.transports) : nil
     }
 
     // MARK: - Adding and changing downloads

@@ -132,8 +132,9 @@ final class CurlTransport: Sendable {
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 transfer.continuation = continuation
-                if let ticket, !ticket.gate.admit(transfer, ticket: ticket, on: self) { return }
-                post(.add(transfer))
+                guard let ticket else { return post(.add(transfer)) }
+                // Perhaps another transport's (the gate sets `owner` then): see NetworkGate.
+                ticket.gate.admit(transfer, ticket: ticket, on: self)?.post(.add(transfer))
             }
         } onCancel: {
             transfer.cancelRequested.store(true, ordering: .releasing)

@@ -15,6 +15,14 @@
 /// the one reused, and no new one is opened elsewhere. (Given back on the pool, when a download's
 /// network part ends there, the permit sends the request to that download's transport.)
 ///
+/// A permit given without a freed connection (one of the first, or one given back on the pool)
+/// sends its request to the session's transport holding the fewest permits, the download's own
+/// on a tie. Sent to the download's own, two of a list's first requests sometimes went to one
+/// thread (a download readied ahead took a free permit before an active one of another thread),
+/// and the two connections stayed on it to the end, each file's request waiting for the other's
+/// answer to be handled; or a permit given back on the pool went to a thread whose connection was
+/// busy, and a ninth connection was opened, a round trip more.
+///
 /// Thread safety: any thread; the state, the tickets' stages included, is under one lock.
 final class NetworkGate: Sendable {
     struct Waiter {
@@ -27,6 +35,8 @@ final class NetworkGate: Sendable {
         var permits: Int
         var free: Int
         var waiting: [Waiter] = []
+        /// Permits held by downloads sent to each of ``NetworkGate/transports``.
+        var held: [Int]
     }
 
     /// The transfers a permit lets go, each with the transport to start it on. Nearly always one
@@ -56,8 +66,13 @@ final class NetworkGate: Sendable {
     /// take it at once, to hand their permits on.
     let state: SpinningLock<State>
 
-    init(permits: Int) {
-        state = SpinningLock(State(permits: max(1, permits), free: max(1, permits)))
+    /// The session's transports, which a permit given without a freed connection chooses from;
+    /// empty: each download's own.
+    let transports: [CurlTransport]
+
+    init(permits: Int, transports: [CurlTransport] = []) {
+        self.transports = transports
+        state = SpinningLock(State(permits: max(1, permits), free: max(1, permits), held: Array(repeating: 0, count: transports.count)))
     }
 
     /// Changes how many downloads may be on the network at once (0 lets none go). A higher number
@@ -87,29 +102,48 @@ final class NetworkGate: Sendable {
     /// Requests waiting for a permit.
     var waiting: Int { state.withLock { $0.waiting.count } }
 
-    /// Whether `transfer` (of the download holding `ticket`) may go to `transport` now; if not,
-    /// it waits here and is handed to its transport when its download gets a permit. A transfer
-    /// already asked to cancel goes at once (its transport ends it).
-    func admit(_ transfer: CurlTransfer, ticket: NetworkTicket, on transport: CurlTransport) -> Bool {
-        let (go, holds) = state.withLock { state -> (Bool, Bool) in
-            if transfer.cancelRequested.load(ordering: .acquiring) { return (true, false) }
+    /// The transport `transfer` (of the download holding `ticket`, given `transport`) goes to
+    /// now, or nil: it waits here, and is handed to a transport when its download gets a permit.
+    /// A transfer already asked to cancel goes at once (its transport ends it).
+    func admit(_ transfer: CurlTransfer, ticket: NetworkTicket, on transport: CurlTransport) -> CurlTransport? {
+        let (go, holds) = state.withLock { state -> (CurlTransport?, Bool) in
+            if transfer.cancelRequested.load(ordering: .acquiring) { return (transport, false) }
             switch ticket.stage {
             case .holding, .released:
-                return (true, false)
+                return (transport, false)
             case .none where state.free > 0:
                 state.free -= 1
                 ticket.stage = .holding
-                return (true, true)
+                let chosen = place(ticket, own: transport, freedOn: nil, &state)
+                if chosen !== transport { transfer.owner = chosen }
+                return (chosen, true)
             case .none, .waiting:
                 if ticket.stage == .none { ticket.waitingSince = .now }
                 ticket.stage = .waiting
                 state.waiting.append(Waiter(ticket: ticket, transfer: transfer, transport: transport))
                 ticket.waitingTransfers += 1
-                return (false, false)
+                return (nil, false)
             }
         }
         if holds { ticket.admitted?() }
         return go
+    }
+
+    /// Under the lock: where the download of `ticket`, given a permit now, starts, counted there:
+    /// `freedOn` when given; else the transport holding the fewest permits, `own` on a tie.
+    private func place(_ ticket: NetworkTicket, own: CurlTransport, freedOn: CurlTransport?, _ state: inout State) -> CurlTransport {
+        guard let least = state.held.min() else { return freedOn ?? own }
+        let index: Int
+        if let freedOn, let freed = transports.firstIndex(where: { $0 === freedOn }) {
+            index = freed
+        } else if let mine = transports.firstIndex(where: { $0 === own }), state.held[mine] == least {
+            index = mine
+        } else {
+            index = state.held.firstIndex(of: least)!
+        }
+        state.held[index] += 1
+        ticket.heldOn = index
+        return transports[index]
     }
 
     /// Takes a waiting transfer out (its task was cancelled); `false` when it is not waiting
@@ -143,6 +177,10 @@ final class NetworkGate: Sendable {
             // Its download ended while a transfer of it waited: they go, and end at once.
             return (handOn(to: ticket, freedOn: freedOn, &state), nil)
         case .holding:
+            if let index = ticket.heldOn {
+                state.held[index] -= 1
+                ticket.heldOn = nil
+            }
             guard state.free >= 0, let first = state.waiting.first?.ticket else {
                 state.free += 1
                 return (Handed(), nil)
@@ -152,12 +190,17 @@ final class NetworkGate: Sendable {
     }
 
     /// Under the lock: `next` holds a permit (or, released, passes freely); its waiting
-    /// transfers leave the queue, to go to `freedOn` or their own transport.
+    /// transfers leave the queue, to go to `freedOn`, or else (``place(_:own:freedOn:_:)``) the
+    /// transport holding the fewest permits; released, to `freedOn` or their own.
     private func handOn(to next: NetworkTicket, freedOn: CurlTransport?, _ state: inout State) -> Handed {
+        var placed: CurlTransport?
         if next.stage == .waiting {
             next.stage = .holding
             if let since = next.waitingSince { next.waitedTotal += .now - since }
             next.waitingSince = nil
+            if let own = state.waiting.first(where: { $0.ticket === next })?.transport {
+                placed = place(next, own: own, freedOn: freedOn, &state)
+            }
         }
         var go = Handed()
         // Nearly always the first waiter alone: the search stops at the last of `next`'s, and
@@ -170,7 +213,7 @@ final class NetworkGate: Sendable {
             }
             let waiter = state.waiting.remove(at: index)
             next.waitingTransfers -= 1
-            let transport = freedOn ?? waiter.transport
+            let transport = placed ?? freedOn ?? waiter.transport
             if transport !== waiter.transport { waiter.transfer.owner = transport }
             go.append(waiter.transfer, on: transport)
         }
@@ -181,8 +224,8 @@ final class NetworkGate: Sendable {
 /// One download's claim on a ``NetworkGate``: none yet, a transfer waiting, a permit held, or
 /// given back for good (later transfers of the download pass freely).
 ///
-/// `@unchecked Sendable`: `stage`, `waitingTransfers`, `waitingSince` and `waitedTotal` are read
-/// and written only under the gate's lock.
+/// `@unchecked Sendable`: `stage`, `waitingTransfers`, `waitingSince`, `waitedTotal` and
+/// `heldOn` are read and written only under the gate's lock.
 final class NetworkTicket: @unchecked Sendable {
     enum Stage { case none, waiting, holding, released }
 
@@ -197,6 +240,8 @@ final class NetworkTicket: @unchecked Sendable {
     var waitingSince: ContinuousClock.Instant?
     /// How long its transfers waited at the gate, in all.
     var waitedTotal: Duration = .zero
+    /// While it holds a permit: the index, in the gate's transports, of the one it was sent to.
+    var heldOn: Int?
 
     init(gate: NetworkGate, admitted: (@Sendable () -> Void)? = nil) {
         self.gate = gate
