@@ -54,9 +54,10 @@ struct NetworkGateTests {
         #expect(gate.free == 2)
     }
 
-    /// A permit given without a freed connection (a free one, or one given back on the pool)
-    /// sends its request to the transport holding the fewest permits, the download's own on a
-    /// tie; one given back on a transport thread stays there. Each transport's count follows.
+    /// A permit given without a freed connection (a free one, or one given back with no freed
+    /// transport named) sends its request to the transport holding the fewest permits, the
+    /// download's own on a tie; one given back on a transport thread stays there. Each
+    /// transport's count follows.
     @Test func aPermitWithoutAFreedConnectionGoesToTheTransportHoldingFewest() {
         let gate = NetworkGate(permits: 2, transports: [Self.a, Self.b])
         let tickets = (0..<4).map { _ in NetworkTicket(gate: gate) }
@@ -69,7 +70,8 @@ struct NetworkGateTests {
         #expect(gate.admit(transfers[3], ticket: tickets[3], on: Self.b) == nil)
         #expect(held() == [1, 1])
 
-        // Given back on the pool by b's download: the longest waiting goes to b, now the idler.
+        // Given back with no freed transport named, by b's download: the longest waiting goes to
+        // b, now the one holding fewer.
         var go: [(UInt64, CurlTransport)] = []
         gate.state.withLock { gate.release(tickets[1], freedOn: nil, &$0) }.go.forEach { go.append(($0.id, $1)) }
         #expect(go.map(\.0) == [2] && go.allSatisfy { $0.1 === Self.b })

@@ -15,13 +15,12 @@
 /// the one reused, and no new one is opened elsewhere. (Given back on the pool, when a download's
 /// network part ends there, the permit sends the request to that download's transport.)
 ///
-/// A permit given without a freed connection (one of the first, or one given back on the pool)
-/// sends its request to the session's transport holding the fewest permits, the download's own
-/// on a tie. Sent to the download's own, two of a list's first requests sometimes went to one
-/// thread (a download readied ahead took a free permit before an active one of another thread),
-/// and the two connections stayed on it to the end, each file's request waiting for the other's
-/// answer to be handled; or a permit given back on the pool went to a thread whose connection was
-/// busy, and a ninth connection was opened, a round trip more.
+/// A permit given without a freed connection (one of a list's first, or one a higher number of
+/// permits adds) sends its request to the session's transport holding the fewest permits, the
+/// download's own on a tie. Sent to the download's own, two of a list's first requests sometimes
+/// went to one thread (a download readied ahead took a free permit before an active one of
+/// another thread), and the two connections stayed on it to the end, each file's request waiting
+/// for the other's answer to be handled.
 ///
 /// Thread safety: any thread; the state, the tickets' stages included, is under one lock.
 final class NetworkGate: Sendable {
