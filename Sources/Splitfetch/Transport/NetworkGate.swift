@@ -192,15 +192,13 @@ final class NetworkGate: Sendable {
     /// transfers leave the queue, to go to `freedOn`, or else (``place(_:own:freedOn:_:)``) the
     /// transport holding the fewest permits; released, to `freedOn` or their own.
     private func handOn(to next: NetworkTicket, freedOn: CurlTransport?, _ state: inout State) -> Handed {
-        var placed: CurlTransport?
-        if next.stage == .waiting {
+        let getsPermit = next.stage == .waiting
+        if getsPermit {
             next.stage = .holding
             if let since = next.waitingSince { next.waitedTotal += .now - since }
             next.waitingSince = nil
-            if let own = state.waiting.first(where: { $0.ticket === next })?.transport {
-                placed = place(next, own: own, freedOn: freedOn, &state)
-            }
         }
+        var placed: CurlTransport?
         var go = Handed()
         // Nearly always the first waiter alone: the search stops at the last of `next`'s, and
         // the others are not looked at (nor retained, which under this lock others wait for).
@@ -212,6 +210,7 @@ final class NetworkGate: Sendable {
             }
             let waiter = state.waiting.remove(at: index)
             next.waitingTransfers -= 1
+            if getsPermit && placed == nil { placed = place(next, own: waiter.transport, freedOn: freedOn, &state) }
             let transport = placed ?? freedOn ?? waiter.transport
             if transport !== waiter.transport { waiter.transfer.owner = transport }
             go.append(waiter.transfer, on: transport)
