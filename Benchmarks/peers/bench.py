@@ -82,7 +82,9 @@ class Nginx:
         os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
         self.port = free_port()
         self.log = os.path.join(self.dir, "logs", "access.log")
-        conf = nginx_conf(self.dir, self.port, root, self.log, "$request_uri $status $body_bytes_sent")
+        # The connection and the time (ms) are prefixed, so " 200 " still finds only statuses; the
+        # refresh scenario times each connection's requests with them.
+        conf = nginx_conf(self.dir, self.port, root, self.log, "$request_uri $status $body_bytes_sent c$connection t$msec")
         with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
             f.write(conf)
         subprocess.run(["/usr/sbin/nginx", "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf"),

@@ -6,6 +6,12 @@ refreshes it: `splitfetch -N`, `wget2 -N`, `aria2c --conditional-get` (its files
 server's, so its If-Modified-Since is right), `curl --etag-compare` (one ETag file per URL, in a
 config with `next`), each 8 at a time. Per refresh: the wall time, every file's SHA-256, and from
 nginx's log the requests, the answers other than 304, and the body bytes sent.
+
+Where the time goes, from nginx's log (each request's connection and end, to the millisecond):
+the mean time between two requests on one connection (a round: the relay's 50 ms, nginx, and the
+tool's turn from an answer to its next request), and the wall time outside the span from the
+first request to the last (the tool's start until its first request reaches nginx, which includes
+the relay's handshake round trip, and the last answer's way back until the tool has ended).
 """
 import hashlib
 import math
@@ -102,8 +108,19 @@ def refresh_scenarios(args, work, www, nginx, servers, measured_run, result_row,
         with open(nginx.log, "rb") as f:
             f.seek(offset)
             lines = [l.split() for l in f.read().decode(errors="replace").splitlines()]
-        mine = [l for l in lines if len(l) == 3 and l[0].startswith("/refresh/")]
-        return len(mine), sum(1 for l in mine if l[1] != "304"), sum(int(l[2]) for l in mine if l[2].isdigit())
+        mine = [l for l in lines if len(l) == 5 and l[0].startswith("/refresh/")]
+        return len(mine), sum(1 for l in mine if l[1] != "304"), sum(int(l[2]) for l in mine if l[2].isdigit()), timing(mine)
+
+    def timing(mine):
+        """The mean round (ms) over every connection, and the first and last request's times (s)."""
+        by_connection = {}
+        for l in mine:
+            by_connection.setdefault(l[3], []).append(float(l[4][1:]))
+        gaps = [b - a for times in by_connection.values() for a, b in zip(times, times[1:])]
+        if not gaps:
+            return None, None
+        span = max(t[-1] for t in by_connection.values()) - min(t[0] for t in by_connection.values())
+        return 1000 * sum(gaps) / len(gaps), span
 
     for tool in selected:
         first, refresh, accepted = commands[tool]
@@ -123,14 +140,16 @@ def refresh_scenarios(args, work, www, nginx, servers, measured_run, result_row,
             settle_disk()
             offset = nginx.log_size()
             rc, err, wall, cpu, rss = measured_run(refresh(listfile, d, urls), 900)
-            requests, full, body = log_since(offset)
+            requests, full, body, (round_ms, span) = log_since(offset)
             bad = whole(d)
             ok = rc in accepted and not bad
             run = {"ok": ok, "wall": wall, "cpu": cpu, "rss_kib": rss, "requests": requests, "full_answers": full, "body_bytes": body,
+                   "round_ms": round_ms, "outside_ms": None if span is None else 1000 * (wall - span), "round_index": r,
                    "error": f"exit {rc}, {len(bad)} files wrong: {err[-200:] if err else ''}"}
             results[tool]["runs"].append(run)
-            print(f"bench: scenario n {tool} run {r + 1}: " + (f"{wall:.2f} s" if ok else run["error"]) +
-                  f", {requests} requests, {full} not 304, {body} body bytes", flush=True)
+            print(f"bench: scenario n {tool} run {r + 1}: " + (f"{wall:.3f} s" if ok else run["error"]) +
+                  f", {requests} requests, {full} not 304, {body} body bytes"
+                  + ("" if round_ms is None else f", round {round_ms:.3f} ms, outside the rounds {run['outside_ms']:.0f} ms"), flush=True)
     for tool in selected:
         runs = results[tool]["runs"]
         if not runs:
@@ -161,8 +180,26 @@ def refresh_verdicts(results):
             r = v["runs"][-1]
             verdicts.append(f"n: {t}: {r['requests']} requests, {r['full_answers']} not 304, {r['body_bytes']} body bytes"
                             + ("" if r["ok"] else f" (failed: {r['error']})"))
+    def median(values):
+        values = sorted(v for v in values if v is not None)
+        return values[len(values) // 2] if values else None
+
+    for t, v in sorted(tools.items()):
+        ok = [r for r in v["runs"] if r["ok"]]
+        rounds, outside = median(r.get("round_ms") for r in ok), median(r.get("outside_ms") for r in ok)
+        if rounds is not None and outside is not None:
+            verdicts.append(f"n: {t}: a round {rounds:.3f} ms (the mean on a connection, median of the runs), "
+                            f"{outside:.0f} ms of the wall outside the first to last request (medians)")
     if ours and peers:
         best = min(peers.values())
+        # Paired by round: the tools of one round ran one after another, so each difference
+        # is taken under the same machine conditions.
+        best_tool = min(peers, key=peers.get)
+        theirs = {r["round_index"]: r["wall"] for r in tools[best_tool]["runs"] if r["ok"]}
+        diffs = sorted(1000 * (r["wall"] - theirs[r["round_index"]]) for r in runs if r["round_index"] in theirs)
+        if diffs:
+            verdicts.append(f"n: splitfetch - {best_tool} per round: median {diffs[len(diffs) // 2]:+.0f} ms, splitfetch lower in "
+                            f"{sum(d < 0 for d in diffs)} of {len(diffs)} rounds (from {diffs[0]:+.0f} to {diffs[-1]:+.0f} ms)")
         verdicts.append(f"n: splitfetch -N {ours:.2f} s against the best peer {best:.2f} s ("
                         + ", ".join(f"{t} {w:.2f} s" for t, w in sorted(peers.items())) +
                         f"): {ours / best:.3f} x (target at most 1: {'met' if ours <= best else 'NOT met'})")
