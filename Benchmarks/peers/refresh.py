@@ -112,7 +112,7 @@ def refresh_scenarios(args, work, www, nginx, servers, measured_run, result_row,
         return len(mine), sum(1 for l in mine if l[1] != "304"), sum(int(l[2]) for l in mine if l[2].isdigit()), timing(mine)
 
     def timing(mine):
-        """The mean round (ms) over every connection, and the first and last request's times (s)."""
+        """The mean round (ms) over every connection, and the span (s) from the first request's end to the last's."""
         by_connection = {}
         for l in mine:
             by_connection.setdefault(l[3], []).append(float(l[4][1:]))
@@ -149,7 +149,7 @@ def refresh_scenarios(args, work, www, nginx, servers, measured_run, result_row,
             results[tool]["runs"].append(run)
             print(f"bench: scenario n {tool} run {r + 1}: " + (f"{wall:.3f} s" if ok else run["error"]) +
                   f", {requests} requests, {full} not 304, {body} body bytes"
-                  + ("" if round_ms is None else f", round {round_ms:.3f} ms, outside the rounds {run['outside_ms']:.0f} ms"), flush=True)
+                  + ("" if round_ms is None else f", round {round_ms:.3f} ms, {run['outside_ms']:.0f} ms outside the first to last request"), flush=True)
     for tool in selected:
         runs = results[tool]["runs"]
         if not runs:
@@ -164,8 +164,12 @@ def refresh_verdicts(results):
         return []
     count = results.get("_count", 0)
     tools = {t: v for t, v in results.items() if not t.startswith("_")}
-    med = lambda runs: sorted(r["wall"] for r in runs if r["ok"])[len([r for r in runs if r["ok"]]) // 2] \
-        if any(r["ok"] for r in runs) else None
+
+    def median(values):
+        values = sorted(v for v in values if v is not None)
+        return values[len(values) // 2] if values else None
+
+    med = lambda runs: median(r["wall"] for r in runs if r["ok"])
     ours = med(tools.get("splitfetch", {}).get("runs", []))
     peers = {t: med(v["runs"]) for t, v in tools.items() if t != "splitfetch" and med(v["runs"]) is not None}
     verdicts = []
@@ -180,10 +184,6 @@ def refresh_verdicts(results):
             r = v["runs"][-1]
             verdicts.append(f"n: {t}: {r['requests']} requests, {r['full_answers']} not 304, {r['body_bytes']} body bytes"
                             + ("" if r["ok"] else f" (failed: {r['error']})"))
-    def median(values):
-        values = sorted(v for v in values if v is not None)
-        return values[len(values) // 2] if values else None
-
     for t, v in sorted(tools.items()):
         ok = [r for r in v["runs"] if r["ok"]]
         rounds, outside = median(r.get("round_ms") for r in ok), median(r.get("outside_ms") for r in ok)
