@@ -44,7 +44,14 @@ let package = Package(
         .target(name: "CCurl"),
         // The pure download core: every decision of a download, as values. Internal to the
         // package (no product): the library, the simulator and the tests stand on it.
-        .target(name: "DownloadCore", swiftSettings: strict),
+        .target(
+            name: "DownloadCore",
+            dependencies: [
+                // The queue's waiting downloads, taken from the front (QueueSchedule).
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strict
+        ),
         // Test support: drives the pure core on a virtual clock with simulated servers.
         .target(name: "DownloadSimulation", dependencies: ["DownloadCore"], swiftSettings: strict),
         .target(name: "CShims"),
@@ -146,11 +153,14 @@ let package = Package(
             dependencies: ["DownloadSimulation", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
-        // A rate limit changed while a download runs, measured (scripts/bench --scenarios rc).
+        // A rate limit changed while a download runs, measured (scripts/bench --scenarios rc); an
+        // idle queue's CPU; a large queue's operations (`queue`) and decisions (`schedule`).
         .executableTarget(
             name: "sf-ratebench",
             dependencies: [
                 "Splitfetch",
+                // The queue's decisions alone (`schedule`).
+                "DownloadCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],

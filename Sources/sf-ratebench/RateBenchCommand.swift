@@ -1,4 +1,5 @@
 import ArgumentParser
+import DownloadCore
 import Splitfetch
 import SystemPackage
 
@@ -12,8 +13,8 @@ import Glibc
 struct RateBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sf-ratebench",
-        abstract: "Measure a rate limit changed while running, an idle queue's CPU, and a large queue's operations.",
-        subcommands: [RateChange.self, IdleQueue.self, QueueScale.self],
+        abstract: "Measure a rate limit changed while running, an idle queue's CPU, and a large queue's operations and decisions.",
+        subcommands: [RateChange.self, IdleQueue.self, QueueScale.self, ScheduleDrain.self],
         defaultSubcommand: RateChange.self)
 }
 
@@ -186,5 +187,46 @@ struct QueueScale: AsyncParsableCommand {
         await queue.shutdown()
         print("{\"downloads\":\(count),\"addSeconds\":\(seconds(add)),\"snapshotsSeconds\":\(seconds(snapshot)),"
             + "\"moveSeconds\":\(seconds(move)),\"hundredPrioritiesSeconds\":\(seconds(pause))}")
+    }
+}
+
+/// Measures the queue's decisions alone (``QueueSchedule``, no download): a list of
+/// `--downloads` added at the end, then run through `--slots` slots readied ahead as `-i` runs
+/// one, each download admitted, its network part over, then ended, the last started first.
+/// Prints one JSON line, in seconds.
+struct ScheduleDrain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "schedule",
+        abstract: "Measure a queue's decisions for a long list, without downloading.")
+
+    @Option(help: "Downloads in the list.") var downloads = 100_000
+    @Option(help: "Downloads at once.") var slots = 8
+
+    func run() throws {
+        var schedule = QueueSchedule(maximumActive: slots, readiesAhead: true)
+        var started: [String] = []
+        func collect(_ actions: [QueueSchedule.Action]) {
+            for case .start(let id) in actions { started.append(id) }
+        }
+        let clock = ContinuousClock()
+        let add = clock.measure {
+            for index in 0..<downloads { collect(schedule.add("d\(index)")) }
+        }
+        var ended = 0
+        let drain = clock.measure {
+            while let id = started.popLast() {
+                collect(schedule.admitted(id))
+                collect(schedule.transferred(id))
+                collect(schedule.ended(id, .completed))
+                ended += 1
+            }
+        }
+        guard ended == downloads, schedule.isIdle else {
+            throw ValidationError("\(ended) of \(downloads) ended")
+        }
+        func seconds(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        }
+        print("{\"downloads\":\(downloads),\"slots\":\(slots),\"addSeconds\":\(seconds(add)),\"drainSeconds\":\(seconds(drain))}")
     }
 }
