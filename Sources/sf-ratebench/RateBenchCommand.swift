@@ -202,6 +202,11 @@ struct ScheduleDrain: ParsableCommand {
     @Option(help: "Downloads in the list.") var downloads = 100_000
     @Option(help: "Downloads at once.") var slots = 8
 
+    func validate() throws {
+        guard downloads >= 0 else { throw ValidationError("--downloads must be 0 or more") }
+        guard slots >= 1 else { throw ValidationError("--slots must be 1 or more") }
+    }
+
     func run() throws {
         var schedule = QueueSchedule(maximumActive: slots, readiesAhead: true)
         var started: [String] = []
