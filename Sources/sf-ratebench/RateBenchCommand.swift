@@ -135,7 +135,7 @@ struct IdleQueue: AsyncParsableCommand {
         let (cpuBefore, wallBefore) = (Self.processCPUSeconds(), clock.now)
         try await Task.sleep(for: .seconds(seconds))
         let (cpuAfter, wall) = (Self.processCPUSeconds(), (clock.now - wallBefore))
-        let wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
+        let wallSeconds = wall.seconds
         let cpu = cpuAfter - cpuBefore
         print("{\"paused\":\(paused),\"cpuSeconds\":\(cpu),\"wallSeconds\":\((wallSeconds * 1000).rounded() / 1000),"
             + "\"percentOfACore\":\((cpu / wallSeconds * 100 * 1000).rounded() / 1000)}")
@@ -172,9 +172,6 @@ struct QueueScale: AsyncParsableCommand {
     func run() async throws {
         let queue = DownloadQueue(maximumActive: 5)
         let clock = ContinuousClock()
-        func seconds(_ duration: Duration) -> Double {
-            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-        }
         let add = try clock.measure {
             for index in 0..<downloads {
                 try queue.add("http://127.0.0.1:9/f\(index)", to: FilePath("/nonexistent/f\(index)"), id: "d\(index)", paused: true)
@@ -185,8 +182,8 @@ struct QueueScale: AsyncParsableCommand {
         let move = clock.measure { queue.move("d\(downloads - 1)", to: 0) }
         let pause = clock.measure { for index in 0..<100 { queue.setPriority("d\(index)", 1) } }
         await queue.shutdown()
-        print("{\"downloads\":\(count),\"addSeconds\":\(seconds(add)),\"snapshotsSeconds\":\(seconds(snapshot)),"
-            + "\"moveSeconds\":\(seconds(move)),\"hundredPrioritiesSeconds\":\(seconds(pause))}")
+        print("{\"downloads\":\(count),\"addSeconds\":\(add.seconds),\"snapshotsSeconds\":\(snapshot.seconds),"
+            + "\"moveSeconds\":\(move.seconds),\"hundredPrioritiesSeconds\":\(pause.seconds)}")
     }
 }
 
@@ -229,9 +226,6 @@ struct ScheduleDrain: ParsableCommand {
         guard ended == downloads, schedule.isIdle else {
             throw ValidationError("\(ended) of \(downloads) ended")
         }
-        func seconds(_ duration: Duration) -> Double {
-            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-        }
-        print("{\"downloads\":\(downloads),\"slots\":\(slots),\"addSeconds\":\(seconds(add)),\"drainSeconds\":\(seconds(drain))}")
+        print("{\"downloads\":\(downloads),\"slots\":\(slots),\"addSeconds\":\(add.seconds),\"drainSeconds\":\(drain.seconds)}")
     }
 }
