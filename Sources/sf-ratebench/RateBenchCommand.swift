@@ -223,9 +223,17 @@ struct ScheduleDrain: ParsableCommand {
                 ended += 1
             }
         }
-        guard ended == downloads, schedule.isIdle else {
-            throw ValidationError("\(ended) of \(downloads) ended")
-        }
+        // A broken schedule, not bad input: said without the usage a ValidationError prints.
+        guard ended == downloads, schedule.isIdle else { throw DrainIncomplete(ended: ended, downloads: downloads, idle: schedule.isIdle) }
         print("{\"downloads\":\(downloads),\"slots\":\(slots),\"addSeconds\":\(add.seconds),\"drainSeconds\":\(drain.seconds)}")
     }
+}
+
+/// The schedule did not end every download of the list it was given.
+struct DrainIncomplete: Error, CustomStringConvertible {
+    let ended: Int
+    let downloads: Int
+    let idle: Bool
+
+    var description: String { "the schedule ended \(ended) of \(downloads) downloads" + (idle ? "" : " and is not idle") }
 }
