@@ -243,6 +243,47 @@ struct SecurityTests {
         #expect(CurlURL("http://[::1]:8080/x")?.origin == "http://[::1]:8080")
     }
 
+    /// Texts for the memo of parses and the redaction shortcut: plain, cased, IPv6, percent-encoded,
+    /// FTP, hostless, refused, and ones carrying credentials or a query.
+    static let parseTexts = [
+        "http://127.0.0.1:8080/a/b.bin", "HTTP://Example.ORG/A", "http://[::1]:8080/x", "https://h.example/a%2Fb c",
+        "ftp://h.example/pub/f", "file:///etc/hosts", "not a url", "http://a:b@127.0.0.1\\x/", "http://h.example#frag",
+        "http://u:p@h.example/x", "https://h.example/f?X-Amz-Signature=abc&part=1", "http://127.0.0.1%2F@127.0.0.2/x",
+    ]
+
+    /// Each answer, asked twice (a parse, then perhaps the memo), is libcurl's own; redacting a
+    /// text without `@` or `?`, which skips libcurl, gives what libcurl's rewrite gives.
+    @Test("the memo of parses and the redaction shortcut answer as libcurl does", arguments: parseTexts)
+    func parsesAnswerAsLibcurl(text: String) {
+        for _ in 0..<2 {
+            #expect(CurlURL(text) == CurlURL.parse(text))
+            #expect(CurlURL.scheme(of: text) == CurlURL.parseScheme(text))
+            #expect(CurlURL.redacting(text) == CurlURL.rewrite(text, redactingQuery: true))
+            #expect(CurlURL.removingUserinfo(text) == CurlURL.rewrite(text, redactingQuery: false))
+        }
+    }
+
+    @Test func aURLThatMayCarryASecretIsNeverKept() {
+        for text in ["http://u:p@h.example/x", "https://h.example/f?sig=abc", "http://h.example/f?"] {
+            _ = CurlURL(text)
+            _ = CurlURL.scheme(of: text)
+            #expect(CurlURL.mayCarrySecret(text))
+            #expect(!CurlURL.isRemembered(text))
+        }
+        #expect(!CurlURL.mayCarrySecret("http://h.example/f#x"))
+    }
+
+    /// More texts than the memo keeps: it forgets them all at once and still answers right.
+    @Test func theMemoAnswersRightAcrossForgetting() {
+        let texts = (0..<600).map { "http://h\($0).example:\(1000 + $0)/f\($0).bin" }
+        for _ in 0..<2 {
+            for (index, text) in texts.enumerated() {
+                let parsed = CurlURL(text)
+                #expect(parsed?.host == "h\(index).example" && parsed?.port == 1000 + index && parsed?.path == "/f\(index).bin")
+            }
+        }
+    }
+
     /// URLs on which the string scanning used before and libcurl read the authority differently.
     /// Every decision now follows libcurl: what it refuses carries no credentials and is no
     /// redirect target, and what it accepts is judged by the host it connects to.

@@ -1,12 +1,14 @@
 import CCurl
 import PercentEncoding
+import Synchronization
 
 /// A URL as libcurl's own parser (`curl_url()`) reads it: the parser libcurl connects with, and
 /// so the one that decides origins and credentials. Where a string scan and libcurl read a URL
 /// differently (an `@` or `\` in the authority, an IPv6 literal, a percent-encoded `/`), a
 /// decision made on the scan could send credentials to a host libcurl then connects to.
 ///
-/// Thread safety: a value; each parse uses a handle of its own.
+/// Thread safety: a value; each parse uses a handle of its own, and the recent parses kept
+/// (``ParseMemo``) are behind a lock.
 package struct CurlURL: Sendable, Equatable {
     /// The scheme, lowercased.
     let scheme: String
@@ -25,21 +27,38 @@ package struct CurlURL: Sendable, Equatable {
 
     /// Parses `text`; `nil` when libcurl refuses it or it has no host.
     package init?(_ text: String) {
+        guard let parsed = Self.remembered(text, \.parsed, Self.parse) else { return nil }
+        self = parsed
+    }
+
+    private init(scheme: String, host: String, port: Int, path: String, user: String?, password: String?) {
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.path = path
+        self.user = user
+        self.password = password
+    }
+
+    /// libcurl's parse of `text` (``init(_:)`` without the memo).
+    static func parse(_ text: String) -> CurlURL? {
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
         guard curl_url_set(handle, CURLUPART_URL, text, 0) == CURLUE_OK else { return nil }
-        guard let scheme = Self.part(handle, CURLUPART_SCHEME), let host = Self.part(handle, CURLUPART_HOST), !host.isEmpty,
-              let portText = Self.part(handle, CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT)), let port = Int(portText) else { return nil }
-        self.scheme = scheme.lowercased()
-        self.host = host.lowercased()
-        self.port = port
-        path = Self.part(handle, CURLUPART_PATH) ?? "/"
-        user = Self.part(handle, CURLUPART_USER, UInt32(CURLU_URLDECODE))
-        password = Self.part(handle, CURLUPART_PASSWORD, UInt32(CURLU_URLDECODE))
+        guard let scheme = part(handle, CURLUPART_SCHEME), let host = part(handle, CURLUPART_HOST), !host.isEmpty,
+              let portText = part(handle, CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT)), let port = Int(portText) else { return nil }
+        return CurlURL(scheme: scheme.lowercased(), host: host.lowercased(), port: port, path: part(handle, CURLUPART_PATH) ?? "/",
+                       user: part(handle, CURLUPART_USER, UInt32(CURLU_URLDECODE)),
+                       password: part(handle, CURLUPART_PASSWORD, UInt32(CURLU_URLDECODE)))
     }
 
     /// The lowercased scheme libcurl reads in `text` (even a URL without a host, `file:///x`).
     static func scheme(of text: String) -> String? {
+        remembered(text, \.scheme, parseScheme)
+    }
+
+    /// libcurl's reading of the scheme in `text` (``scheme(of:)`` without the memo).
+    static func parseScheme(_ text: String) -> String? {
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
         guard curl_url_set(handle, CURLUPART_URL, text, UInt32(CURLU_NON_SUPPORT_SCHEME)) == CURLUE_OK else { return nil }
@@ -80,6 +99,14 @@ package struct CurlURL: Sendable, Equatable {
     }
 
     private static func rewritten(_ text: String, redactingQuery: Bool) -> String {
+        // Without an `@` there is no user information, and without a `?` no query: nothing to
+        // take out, whether libcurl parses the text or not (``scannedRedaction(_:)`` keeps it too).
+        mayCarrySecret(text) ? rewrite(text, redactingQuery: redactingQuery) : text
+    }
+
+    /// libcurl's reading of `text`, rewritten (``redacting(_:)`` and ``removingUserinfo(_:)``
+    /// without their shortcut).
+    static func rewrite(_ text: String, redactingQuery: Bool) -> String {
         guard let handle = curl_url() else { return text }
         defer { curl_url_cleanup(handle) }
         guard curl_url_set(handle, CURLUPART_URL, text, 0) == CURLUE_OK else { return scannedRedaction(text) }
@@ -133,5 +160,60 @@ package struct CurlURL: Sendable, Equatable {
         let end = result[question...].firstIndex(of: "#") ?? result.endIndex
         let query = String(result[result.index(after: question)..<end])
         return String(result[...question]) + redactingQuery(query) + String(result[end...])
+    }
+}
+
+/// What libcurl's parser said about the URLs asked of it lately.
+///
+/// A download asks about its URL again and again on its way to the first request: its scheme
+/// (supported? FTP?), its host (the per-host cap), its parts (the request's policy). Each parse
+/// by libcurl costs a few microseconds and allocations; for a list of small files the same URL's
+/// parses were about 5 % of the CPU (`perf record --call-graph dwarf` of 2,000 unchanged files on
+/// loopback). Every answer is a pure function of the text, so the last few hundred are kept, then
+/// forgotten all at once.
+///
+/// A text that may carry a secret (user information, or a query that may be signed) is never
+/// kept: it is parsed each time, as before.
+///
+/// Thread safety: behind a `Mutex`; libcurl's parses run outside it.
+fileprivate struct ParseMemo {
+    struct Entry {
+        /// Outer `nil`: not asked yet.
+        var parsed: CurlURL??
+        var scheme: String??
+    }
+
+    /// The most texts kept before they are all forgotten.
+    static let capacity = 256
+
+    var entries: [String: Entry] = [:]
+}
+
+private let recentParses = Mutex(ParseMemo())
+
+extension CurlURL {
+    /// `field` of `text`'s entry in the memo, computed by `compute` (outside the lock) when it is
+    /// not there.
+    fileprivate static func remembered<T: Sendable>(_ text: String, _ field: WritableKeyPath<ParseMemo.Entry, T?>,
+                                                    _ compute: (String) -> T) -> T {
+        guard !mayCarrySecret(text) else { return compute(text) }
+        if let known = recentParses.withLock({ $0.entries[text]?[keyPath: field] }) { return known }
+        let value = compute(text)
+        recentParses.withLock { memo in
+            if memo.entries[text] == nil && memo.entries.count >= ParseMemo.capacity { memo.entries.removeAll(keepingCapacity: true) }
+            memo.entries[text, default: ParseMemo.Entry()][keyPath: field] = value
+        }
+        return value
+    }
+
+    /// Whether `text` has an `@` (user information) or a `?` (a query, perhaps signed). Without
+    /// either it carries no credentials, and redacting it leaves it as it is.
+    static func mayCarrySecret(_ text: String) -> Bool {
+        text.utf8.contains { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: "?") }
+    }
+
+    /// Whether `text` has an entry in the memo now (for tests).
+    static func isRemembered(_ text: String) -> Bool {
+        recentParses.withLock { $0.entries[text] != nil }
     }
 }
