@@ -381,6 +381,56 @@ struct JobStoreTests {
         }
     }
 
+    /// A job for a file whose job is completing at that moment (its change not yet committed) is
+    /// refused once that job is complete. The new row is written before the look for a complete
+    /// job of its file, so the look sees the change the insert waited for (the unique index of
+    /// unfinished jobs' files makes it wait). Looked for first, the fleet's kill loop once got two
+    /// jobs for one file: an add held by a database outage was written just as another daemon's
+    /// job for the file completed.
+    @Test(.enabled(if: PostgresServer.url != nil)) func aJobForAFileWhoseJobIsCompletingIsRefused() async throws {
+        try await PostgresServer.withDatabase { address in
+            let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
+            let first = Self.waitingJobs(1)[0]
+            try await a.save(upserting: [first], deleting: [])
+            var sameFile = first
+            sameFile.gid = "00000000000000ff"
+            let second = sameFile
+            let refused = try await PostgresServer.withClient(address) { client -> StoreError? in
+                try await client.withConnection { connection -> StoreError? in
+                    _ = try await connection.query("BEGIN", logger: PostgresServer.quiet)
+                    _ = try await connection.query("UPDATE splitfetch_job SET state = 'complete' WHERE gid = \(first.gid)",
+                                                   logger: PostgresServer.quiet)
+                    let saving = Task { try await a.save(upserting: [second], deleting: []) }
+                    // Bounded: 400 looks, 25 ms apart.
+                    var waits = false
+                    for _ in 0..<400 {
+                        let rows = try await client.query("""
+                            SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                            """, logger: PostgresServer.quiet)
+                        for try await count in rows.decode(Int.self) { waits = count > 0 }
+                        if waits { break }
+                        try await Task.sleep(for: .milliseconds(25))
+                    }
+                    #expect(waits, "the second job's insert waits for the first's change")
+                    _ = try await connection.query("COMMIT", logger: PostgresServer.quiet)
+                    do {
+                        try await saving.value
+                        return nil
+                    } catch let error as StoreError {
+                        return error
+                    }
+                }
+            }
+            guard case .fileExists(let path)? = refused, path == first.destination else {
+                Issue.record("a job for a file another job completed meanwhile: \(String(describing: refused))")
+                await a.close()
+                return
+            }
+            #expect(try await a.loadAll().count == 1)
+            await a.close()
+        }
+    }
+
     /// Slots of one host are shared up to its cap, across workers. Their leases last an hour: in
     /// a full run under ThreadSanitizer the steps once spanned more than a minute, and the
     /// slots taken first had expired.

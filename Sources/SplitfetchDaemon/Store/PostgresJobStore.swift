@@ -333,14 +333,6 @@ public final class PostgresJobStore: JobStore {
         try await onConnection { connection in
             try await connection.withTransaction(logger: logger) { connection in
                 if !held.isEmpty { _ = try await Self.writeHeld(held, owner: worker, on: connection, logger: logger) }
-                if !fetching.isEmpty {
-                    let rows = try await connection.query("""
-                        SELECT record->>'destination' FROM splitfetch_job
-                        WHERE state = 'complete' AND record->>'destination' = ANY(\(fetching)::text[]) AND NOT gid = ANY(\(gids)::text[])
-                        LIMIT 1
-                        """, logger: logger)
-                    for try await path in rows.decode(String.self) { throw StoreError.fileExists(path) }
-                }
                 if !gids.isEmpty {
                     // One statement for the batch: arrays unnested into rows.
                     try await connection.query("""
@@ -355,6 +347,18 @@ public final class PostgresJobStore: JobStore {
                         -- A job another worker holds is that worker's to write.
                         WHERE splitfetch_job.lease_owner IS NULL OR splitfetch_job.lease_owner = \(worker)
                         """, logger: logger)
+                }
+                // After the insert, not before: a job of the same file whose change to complete was
+                // under way made the insert wait (the unique index of unfinished jobs' files), and
+                // this statement, which sees what was committed before it began, sees it complete.
+                // Looked for first, the job completing in between went unseen.
+                if !fetching.isEmpty {
+                    let rows = try await connection.query("""
+                        SELECT record->>'destination' FROM splitfetch_job
+                        WHERE state = 'complete' AND record->>'destination' = ANY(\(fetching)::text[]) AND NOT gid = ANY(\(gids)::text[])
+                        LIMIT 1
+                        """, logger: logger)
+                    for try await path in rows.decode(String.self) { throw StoreError.fileExists(path) }
                 }
                 if !deleting.isEmpty {
                     try await connection.query("DELETE FROM splitfetch_job WHERE gid = ANY(\(deleting)::text[])", logger: logger)
