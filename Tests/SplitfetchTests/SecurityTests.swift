@@ -273,6 +273,17 @@ struct SecurityTests {
         #expect(!CurlURL.mayCarrySecret("http://h.example/f#x"))
     }
 
+    @Test func aPlainURLIsKept() {
+        let text = "http://kept.example/f.bin"
+        // Another test may make the memo forget everything between the parse and the look (it
+        // keeps 256 texts), but not at each of 20 tries.
+        let kept = (0..<20).contains { _ in
+            _ = CurlURL(text)
+            return CurlURL.isRemembered(text)
+        }
+        #expect(kept)
+    }
+
     /// More texts than the memo keeps: it forgets them all at once and still answers right.
     @Test func theMemoAnswersRightAcrossForgetting() {
         let texts = (0..<600).map { "http://h\($0).example:\(1000 + $0)/f\($0).bin" }
