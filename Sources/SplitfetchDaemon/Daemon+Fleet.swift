@@ -88,14 +88,24 @@ extension Daemon {
                 if !jobs.isEmpty {
                     logger.debug("claimed", metadata: ["gids": "\(jobs.map { "\($0.job.gid)@\($0.version)" })"])
                 }
-                for job in jobs { await adopt(job, fleet) }
+                var unanswered = false
+                for job in jobs where !(await adopt(job, fleet)) { unanswered = true }
+                // A job let go for want of an answer is claimed again (its row names this worker)
+                // once the database answers: asked again after the backoff, not at once.
+                if unanswered {
+                    try? await Task.sleep(for: .seconds(backoff))
+                    backoff = min(backoff * 2, 8)
+                    fleet.wake()
+                    break
+                }
                 if jobs.count < free { break }
             }
         }
     }
 
-    /// Runs a claimed job here.
-    private func adopt(_ claimed: PostgresJobStore.Row, _ fleet: Fleet) async {
+    /// Runs a claimed job here. Returns `false` when the job was let go because the database
+    /// did not answer what its adoption asked (see below); `true` otherwise.
+    func adopt(_ claimed: PostgresJobStore.Row, _ fleet: Fleet) async -> Bool {
         var job = claimed.job
         // Let go here a moment ago and still stopping: its download must end before it runs again.
         if let stopping = fleet.state.withLockedValue({ $0.stopping[job.gid] }) {
@@ -113,7 +123,7 @@ extension Daemon {
         guard current else {
             logger.debug("a claimed job changed meanwhile; not run", metadata: ["gid": "\(job.gid)"])
             fleet.wake()
-            return
+            return true
         }
         // Waiting here until the library queue starts it: that start is what this daemon's
         // clients hear (onDownloadStart), as for a job of its own queue.
@@ -130,27 +140,40 @@ extension Daemon {
         }
         // Let go meanwhile (paused through the API, say: the copy has the row's record already),
         // or the daemon is stopping (the lease is let go or runs out).
-        guard fleet.mayStart(job.gid) else { return }
+        guard fleet.mayStart(job.gid) else { return true }
         if let finishedFile, job.optionList["conditional-get"] != "true" {
-            let other: String?
-            do { other = try await fleet.store.completedJob(writing: job.destination, except: job.gid) } catch {
-                other = "unknown (the queue's database did not answer)"
+            let (store, gid) = (fleet.store, job.gid)
+            let answer = await within(seconds: fleet.claimSeconds) {
+                try await store.completedJob(writing: destination, except: gid)
             }
-            guard fleet.mayStart(job.gid) else { return }
+            guard fleet.mayStart(job.gid) else { return true }
+            let other: String?
+            switch answer {
+            case .success(let found)?: other = found
+            case .failure, nil:
+                // Neither complete nor refused without the database's word. (Refused, the job of
+                // a worker that died as it renamed the file failed: the fleet kill loop saw it as
+                // the database went away.) Let go, and claimed again once the database answers.
+                let error = NoAnswer.describe(answer, limit: fleet.claimSeconds)
+                logger.warning("a claimed job's file is in place; whether another job completed it is asked again once the database answers",
+                               metadata: ["gid": "\(job.gid)", "error": "\(error)"])
+                fleet.state.withLockedValue { _ = $0.held.remove(job.gid) }
+                return false
+            }
             if let other {
                 job.state = .failed
                 job.errorCode = DownloadError.Code.usage.description
                 job.errorMessage = "\(job.destination) exists: job \(other) completed it (nothing is overwritten)"
                 job.finishedAt = Date().timeIntervalSince1970
                 finishAdopted(job, fleet)
-                return
+                return true
             }
             job.state = .complete
             job.totalLength = finishedFile
             job.completedLength = finishedFile
             job.finishedAt = Date().timeIntervalSince1970
             finishAdopted(job, fleet)
-            return
+            return true
         }
         do {
             try enqueue(job, paused: false)
@@ -160,11 +183,12 @@ extension Daemon {
             job.errorMessage = error.message
             job.finishedAt = Date().timeIntervalSince1970
             finishAdopted(job, fleet)
-            return
+            return true
         }
         // Let go (or stopping) between the check above and the queue's add: that letting go found
         // nothing to stop, and an unheld download would run here with nobody recording it.
         if !fleet.mayStart(job.gid) { _ = await queue.discard(job.gid) }
+        return true
     }
 
     /// Records the end of a claimed job that did not run (held until the end is read back).
@@ -241,13 +265,7 @@ extension Daemon {
                     (state.keeping.renewalFailed(at: now), state.keeping.retryDelay(afterFailureAt: now))
                 }
                 delay = retry
-                if stop {
-                    let error = answer.map { result in
-                        if case .failure(let error) = result { return PostgresJobStore.describe(error) }
-                        return ""
-                    } ?? NoAnswer(seconds: limit).description
-                    stopUnconfirmed(fleet, error: error)
-                }
+                if stop { stopUnconfirmed(fleet, error: NoAnswer.describe(answer, limit: limit)) }
             }
         }
     }
@@ -393,4 +411,14 @@ extension Daemon {
 struct NoAnswer: Error, CustomStringConvertible {
     let seconds: Double
     var description: String { "no answer in \(seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)) s" }
+
+    /// What went wrong with a request given `limit` seconds (``within(seconds:_:)``'s answer):
+    /// the database's error, or no answer in time. Empty for a success.
+    static func describe<T>(_ answer: Result<T, any Error>?, limit: Double) -> String {
+        switch answer {
+        case .failure(let error)?: PostgresJobStore.describe(error)
+        case nil: NoAnswer(seconds: limit).description
+        case .success?: ""
+        }
+    }
 }

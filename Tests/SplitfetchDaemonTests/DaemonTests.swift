@@ -409,6 +409,32 @@ struct DaemonTests {
         }
     }
 
+    /// A claimed job whose file is in place with no partial (its worker died as it renamed the
+    /// file) is complete, unless another job of the queue completed that file. That is the
+    /// database's to say: while it does not answer, the job is neither completed nor refused,
+    /// but let go, to be claimed again. (Refused, such a job failed in the fleet kill loop as
+    /// the database went away.)
+    @Test("a claimed job found finished is complete, or let go while the database does not answer",
+          .enabled(if: PostgresServer.url != nil), arguments: [true, false])
+    func aClaimedJobFoundFinished(databaseAnswers: Bool) async throws {
+        try await withDatabaseThatCanStopAnswering { dir, store, relay in
+            let (daemon, rpc) = try await makeDaemon(dir, maximumActive: 1, store: store, leaseSeconds: 4,
+                                                     commandSeconds: Self.deadDatabaseCommandSeconds)
+            let fleet = try #require(daemon.fleet)
+            let gid = try #require(try await rpc.result("aria2.addUri", [.string("http://127.0.0.1:9/done.bin")],
+                                                        ["out": "done.bin", "pause": "true"]).string)
+            try #require(FileManager.default.createFile(atPath: dir + "/root/done.bin", contents: Data(count: 1000)))
+            var claimed = try #require(daemon.job(gid))
+            claimed.state = .active
+            if !databaseAnswers { relay.stopAnswering() }
+            let answered = await daemon.adopt(.init(job: claimed, holder: fleet.worker, version: 1 << 40), fleet)
+            #expect(answered == databaseAnswers)
+            #expect(fleet.holds(gid) == databaseAnswers)
+            #expect(daemon.job(gid)?.state == (databaseAnswers ? .complete : .waiting))
+            await daemon.shutdown()
+        }
+    }
+
     /// How long a command or a stop waits for a database that never answers, in the tests of
     /// one: the production value, under ThreadSanitizer too, since no load makes it answer.
     static let deadDatabaseCommandSeconds = 10.0
