@@ -356,10 +356,7 @@ struct JobStoreTests {
     @Test(.enabled(if: PostgresServer.url != nil)) func oneUnfinishedJobPerFileAcrossTheFleet() async throws {
         try await PostgresServer.withDatabase { address in
             let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
-            var first = Self.waitingJobs(1)[0]
-            try await a.save(upserting: [first], deleting: [])
-            var second = first
-            second.gid = "00000000000000ff"
+            var (first, second) = try await Self.savedJobAndAnotherForItsFile(a)
             let refused = await #expect(throws: StoreError.self) { try await a.save(upserting: [second], deleting: []) }
             guard case .sameFile = refused else {
                 Issue.record("a second unfinished job for one file: \(String(describing: refused))")
@@ -390,11 +387,7 @@ struct JobStoreTests {
     @Test(.enabled(if: PostgresServer.url != nil)) func aJobForAFileWhoseJobIsCompletingIsRefused() async throws {
         try await PostgresServer.withDatabase { address in
             let a = try await PostgresJobStore(address, worker: "a", logger: PostgresServer.quiet)
-            let first = Self.waitingJobs(1)[0]
-            try await a.save(upserting: [first], deleting: [])
-            var sameFile = first
-            sameFile.gid = "00000000000000ff"
-            let second = sameFile
+            let (first, second) = try await Self.savedJobAndAnotherForItsFile(a)
             let refused = try await PostgresServer.withClient(address) { client -> StoreError? in
                 try await client.withConnection { connection -> StoreError? in
                     _ = try await connection.query("BEGIN", logger: PostgresServer.quiet)
@@ -519,6 +512,15 @@ struct JobStoreTests {
             #expect(!error.description.contains(address.password!))
             #expect(error.description.contains(address.description))
         }
+    }
+
+    /// A waiting job saved in `store`, and a second job (not saved) for the same file.
+    static func savedJobAndAnotherForItsFile(_ store: PostgresJobStore) async throws -> (saved: Job, other: Job) {
+        let saved = waitingJobs(1)[0]
+        try await store.save(upserting: [saved], deleting: [])
+        var other = saved
+        other.gid = "00000000000000ff"
+        return (saved, other)
     }
 
     static func waitingJobs(_ count: Int) -> [Job] {
