@@ -83,6 +83,19 @@ struct RefreshTests {
         #expect(stats.size == 3 << 20)
     }
 
+    /// A run killed after its rename and before its manifest's removal left the manifest: the
+    /// refresh removes it and asks the server as usual, with no conflict over a manifest without
+    /// its partial file.
+    @Test func aManifestLeftBesideTheFinishedFileIsRemovedAndTheFileRefreshed() async throws {
+        let (_, requests) = try await Self.run(query: [:], between: { server, path in
+            let url = server.url(size: 700_000, query: [:])
+            let manifest = Manifest(url: url, finalURL: url, size: 700_000, etag: nil, lastModified: nil, minimumSegmentSize: 1,
+                                    bootID: nil, segments: [.init(start: 0, end: 700_000, written: 700_000)])
+            writeBytes(ManifestCodec.encode(manifest), to: path + ".part.json")
+        }, expect: .unchanged)
+        #expect(requests.first?.header("if-none-match") == "\"sf-700000-0\"")
+    }
+
     @Test func aChangedFileIsDownloadedAndReplacesTheOld() async throws {
         let (_, requests) = try await Self.run(query: [:], between: { server, _ in
             server.changeContent(path: "/size/700000/file.bin", seed: 9, etag: "v2")

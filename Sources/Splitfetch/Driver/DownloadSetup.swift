@@ -115,10 +115,10 @@ struct DownloadSetup: Sendable {
         let recorded: ConditionalRefresh.Recorded?
         let plan: ConditionalRefresh.Plan
 
-        /// Reads the record (unless `given`, kept elsewhere) and the file (blocking: on the I/O
-        /// queue).
-        init(destination: String, given: ConditionalRefresh.Recorded?) {
-            let local = RecordedValidators.local(destination)
+        /// Reads the record (unless `given`, kept elsewhere) of the file found at `destination`
+        /// (blocking: on the I/O queue).
+        init(destination: String, found: Stat?, given: ConditionalRefresh.Recorded?) {
+            let local = RecordedValidators.local(found)
             recorded = local == nil ? nil : given ?? RecordedValidators.read(destination)
             plan = ConditionalRefresh.plan(recorded: recorded, local: local)
         }
@@ -137,11 +137,13 @@ struct DownloadSetup: Sendable {
         let (local, refresh) = try await io.run { () throws(DownloadError) -> (LocalState, Refresh?) in
             if partial.options.restart { try partial.discard() }
             // (A refresh goes on to ask the server; the manifest left is removed all the same.)
-            if let manifest = try partial.finishedEarlier(), !partial.options.refresh { return (.finishedEarlier(manifest), nil) }
-            try partial.checkDestination()
+            var disk = try partial.look()
+            if let manifest = partial.finishedEarlier(&disk), !partial.options.refresh { return (.finishedEarlier(manifest), nil) }
+            try partial.checkDestination(disk.destination)
             // A refresh looks at what was recorded with the file there now.
-            let refresh = partial.options.refresh ? Refresh(destination: partial.destination, given: partial.options.refreshRecord) : nil
-            return (try partial.openExisting().map(LocalState.resumable) ?? .fresh, refresh)
+            let refresh = partial.options.refresh
+                ? Refresh(destination: partial.destination, found: disk.destination, given: partial.options.refreshRecord) : nil
+            return (try partial.openExisting(disk).map(LocalState.resumable) ?? .fresh, refresh)
         }
         var existing: PartialFile.Existing?
         switch local {

@@ -54,21 +54,39 @@ struct PartialFile: Sendable {
         store.remove()
     }
 
+    /// What is at the download's paths before it starts, each looked up once for the checks that
+    /// follow (``finishedEarlier(_:)``, ``checkDestination(_:)``, ``openExisting(_:)``, a refresh's
+    /// look at the file): each check looking for itself made nine lookups of three paths.
+    struct OnDisk {
+        /// The destination (a symbolic link not followed); `nil` when nothing is there.
+        var destination: Stat?
+        var hasPartial: Bool
+        /// The manifest's bytes; `nil` when there is none.
+        var manifest: [UInt8]?
+    }
+
+    /// Looks at the destination, the partial file and the manifest.
+    func look() throws(DownloadError) -> OnDisk {
+        let info: Stat?
+        do { info = try FileSystem.status(destination) } catch { throw .fileSystem(error, .stat, path: destination) }
+        return OnDisk(destination: info, hasPartial: FileSystem.exists(partialPath), manifest: try store.read())
+    }
+
     /// The manifest of a run killed after renaming the finished file but before removing its
-    /// manifest; `nil` when that is not what is on disk. The manifest is then removed.
-    func finishedEarlier() throws(DownloadError) -> Manifest? {
-        guard !options.allowOverwrite, FileSystem.exists(destination), !FileSystem.exists(partialPath),
-              let bytes = try store.read(), let manifest = try? ManifestCodec.decode(bytes, path: manifestPath),
-              manifest.url == url, FileSystem.sizeIfRegular(destination) == manifest.size else { return nil }
+    /// manifest; `nil` when that is not what is on `disk`. The manifest is then removed (from
+    /// `disk` too).
+    func finishedEarlier(_ disk: inout OnDisk) -> Manifest? {
+        guard !options.allowOverwrite, let info = disk.destination, !disk.hasPartial, let bytes = disk.manifest,
+              let manifest = try? ManifestCodec.decode(bytes, path: manifestPath), manifest.url == url,
+              info.type == .regular, info.size == manifest.size else { return nil }
         store.remove()
+        disk.manifest = nil
         return manifest
     }
 
     /// The destination may be written: not there (or `allowOverwrite` and a regular file), and its
-    /// directory exists.
-    func checkDestination() throws(DownloadError) {
-        let info: Stat?
-        do { info = try FileSystem.status(destination) } catch { throw .fileSystem(error, .stat, path: destination) }
+    /// directory exists. `info`: what ``look()`` found at the destination.
+    func checkDestination(_ info: Stat?) throws(DownloadError) {
         if let info {
             if info.type != .regular {
                 throw DownloadError(.fileIO, "\(destination) exists and is not a regular file; refusing to replace it")
@@ -76,6 +94,8 @@ struct PartialFile: Sendable {
             if !replacesDestination {
                 throw DownloadError(.outputExists, "\(destination) already exists", remedy: .allowOverwrite)
             }
+            // Found, so every directory on its path is there.
+            return
         }
         let directory = FileSystem.parentDirectory(of: destination)
         if !FileSystem.isDirectory(directory) {
@@ -83,12 +103,10 @@ struct PartialFile: Sendable {
         }
     }
 
-    /// Opens and locks the partial file of an earlier run, with its manifest; `nil` when there is
-    /// neither. Anything else is a conflict with a message saying what to do.
-    func openExisting() throws(DownloadError) -> Existing? {
-        let hasPartial = FileSystem.exists(partialPath)
-        let manifestBytes = try store.read()
-        switch (hasPartial, manifestBytes) {
+    /// Opens and locks the partial file of an earlier run, with its manifest; `nil` when `disk`
+    /// has neither. Anything else is a conflict with a message saying what to do.
+    func openExisting(_ disk: OnDisk) throws(DownloadError) -> Existing? {
+        switch (disk.hasPartial, disk.manifest) {
         case (false, nil):
             return nil
         case (false, .some):

@@ -30,9 +30,10 @@ enum RecordedValidators {
         return (directory == "/" ? "/" : directory + "/") + "." + name + ".validators"
     }
 
-    /// The regular file at `destination` now (`nil`: none, or not a regular file).
-    static func local(_ destination: String) -> ConditionalRefresh.Local? {
-        guard let info = try? FileSystem.status(destination), info.type == .regular else { return nil }
+    /// The file found at the destination (`info`, from a `stat` that does not follow a symbolic
+    /// link), if it is a regular file.
+    static func local(_ info: Stat?) -> ConditionalRefresh.Local? {
+        guard let info, info.type == .regular else { return nil }
         return ConditionalRefresh.Local(size: info.size, modifiedNanoseconds: nanoseconds(info.st_mtim))
     }
 
