@@ -90,6 +90,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
+                // Locks ThreadSanitizer sees (pthread mutexes), as in the library.
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -181,7 +183,8 @@ let package = Package(
         .testTarget(
             name: "SplitfetchCLITests",
             dependencies: ["SplitfetchCLI", "Splitfetch", "TestHTTPServer", .product(name: "SystemPackage", package: "swift-system"),
-                           .product(name: "Logging", package: "swift-log")],
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,4 +1,4 @@
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// What the command line keeps until the process ends, instead of freeing it.
 ///
@@ -8,9 +8,9 @@ import Synchronization
 /// their results took about 3 ms. Only for what has finished: a session kept here has no
 /// transfer left, and its idle threads end with the process.
 enum ProcessLifetime {
-    private static let kept = Mutex<[any Sendable]>([])
+    private static let kept = NIOLockedValueBox<[any Sendable]>([])
 
     static func keep(_ values: any Sendable...) {
-        kept.withLock { $0.append(contentsOf: values) }
+        kept.withLockedValue { $0.append(contentsOf: values) }
     }
 }

@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
 import Glibc
@@ -12,12 +12,12 @@ final class SignalForwarder {
 
     init(onSignal: @escaping @Sendable () -> Void) {
         var made: [any DispatchSourceSignal] = []
-        let count = Mutex(0)
+        let count = NIOLockedValueBox(0)
         for sig in [SIGINT, SIGTERM] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler {
-                let n = count.withLock { value -> Int in
+                let n = count.withLockedValue { value -> Int in
                     value += 1
                     return value
                 }

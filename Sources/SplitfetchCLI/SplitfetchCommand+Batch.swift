@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Splitfetch
 import SystemPackage
-import Synchronization
+import NIOConcurrencyHelpers
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -204,7 +204,7 @@ extension SplitfetchCommand {
     private func runBatch(_ batch: BatchList, session: Session, log: EventLog?) async -> (BatchTally, DownloadQueue) {
         let list = batch.urls
         let quiet = output.quiet
-        let tally = Mutex(BatchTally(count: list.count))
+        let tally = NIOLockedValueBox(BatchTally(count: list.count))
         let queue = DownloadQueue(session: session, maximumActive: input.jobs, readyAhead: true)
         // Lifecycle events are never dropped; progress only matters to --events. Without it,
         // only each file's end: the reader is woken once per file.
@@ -219,7 +219,7 @@ extension SplitfetchCommand {
                 case .failed: result = .failure(event.error!)
                 default: continue
                 }
-                tally.withLock { $0.record(result, of: list[index], at: index) }
+                tally.withLockedValue { $0.record(result, of: list[index], at: index) }
                 switch result {
                 case .success(let s) where !quiet && s.unchanged:
                     writeRaw("\(s.path): unchanged on the server, kept\n")
@@ -254,7 +254,7 @@ extension SplitfetchCommand {
                 try queue.add(url, to: FilePath(path), options: options, id: String(index))
             } catch {
                 log?.record(.failed(error), download: index)
-                tally.withLock { $0.record(.failure(error), of: url, at: index) }
+                tally.withLockedValue { $0.record(.failure(error), of: url, at: index) }
                 writeRaw("splitfetch: \(error.message)\(ExitStatus.hint(for: error.remedy))\n")
             }
         }
@@ -263,7 +263,7 @@ extension SplitfetchCommand {
         await queue.finish()
         await reader.value
         // Moved out, not copied: 2,000 results' copies cost milliseconds after the last answer.
-        return (tally.withLock { tally in
+        return (tally.withLockedValue { tally in
             defer { tally = BatchTally(count: 0) }
             return tally
         }, queue)

@@ -4,7 +4,6 @@ import FoundationEssentials
 import Logging
 import Splitfetch
 import SystemPackage
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import Splitfetch
 @testable import SplitfetchCLI
-import Synchronization
+import NIOConcurrencyHelpers
 import SystemPackage
 import TestHTTPServer
 import Testing
@@ -60,20 +60,20 @@ struct FaultTableTests {
         func log(event: LogEvent) {
             let fields = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
             let line = String(format: "%.6f ", Date().timeIntervalSince1970) + "\(event.message) \(fields)"
-            evidence.client.withLock { $0.append(line) }
+            evidence.client.withLockedValue { $0.append(line) }
         }
     }
 
     /// Both sides of a row, for its failure message: the client's log and the server's timing log.
     final class Evidence: Sendable {
-        let client = Mutex<[String]>([])
+        let client = NIOLockedValueBox<[String]>([])
         let serverLog: String
 
         init(serverLog: String) { self.serverLog = serverLog }
 
         var text: String {
             let server = (try? String(contentsOfFile: serverLog, encoding: .utf8)) ?? "(no server log)"
-            return "client:\n" + client.withLock { $0.suffix(60).joined(separator: "\n") }
+            return "client:\n" + client.withLockedValue { $0.suffix(60).joined(separator: "\n") }
                 + "\nserver:\n" + server.split(separator: "\n").suffix(60).joined(separator: "\n")
         }
     }

@@ -1,6 +1,6 @@
 import Logging
 import DownloadCore
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// Learns a resource's size, validators and range support before the download starts.
 ///
@@ -182,12 +182,12 @@ struct Probe {
             let slotRequest = request
             // The transfer's task, for the timeout to cancel (a timeout before it is known leaves
             // the cancellation here for it).
-            let handle = Mutex<(task: Task<TransferResult, Never>?, cancel: Bool)>((nil, false))
+            let handle = NIOLockedValueBox<(task: Task<TransferResult, Never>?, cancel: Bool)>((nil, false))
             // Timed by the transport thread from when libcurl has the request: a wait at the
             // batch's gate is not the server's slowness either.
             let giveUp: @Sendable () -> Void = {
                 guard sink.giveUpWaitingForHead() else { return }
-                handle.withLock { handle in
+                handle.withLockedValue { handle in
                     handle.cancel = true
                     return handle.task
                 }?.cancel()
@@ -199,7 +199,7 @@ struct Probe {
                 sink.ended()
                 return result
             }
-            if handle.withLock({ handle in
+            if handle.withLockedValue({ handle in
                 handle.task = task
                 return handle.cancel
             }) { task.cancel() }
